@@ -1,0 +1,192 @@
+"""The ``autograder`` command: grade, release, report, merge; and the course's own tools
+(doctor, execute, freshness, wheelhouse)."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def _submissions(items: list[str]) -> list[Path]:
+    paths: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            paths += sorted(q for q in p.iterdir() if q.suffix in (".ipynb", ".py"))
+        elif p.exists():
+            paths.append(p)
+        else:
+            raise SystemExit(f"autograder: no such submission: {item}")
+    if not paths:
+        raise SystemExit("autograder: no submissions (.ipynb or .py) given")
+    return paths
+
+
+def _lab(name: str):
+    from .labs import get_lab
+
+    try:
+        return get_lab(name)
+    except KeyError as exc:
+        raise SystemExit(f"autograder: {exc.args[0]}") from None
+
+
+def cmd_grade(args) -> int:
+    from course.device import gpu_present
+
+    from .batch import grade_all
+
+    lab = _lab(args.lab)
+    paths = _submissions(args.submissions)
+    simulator = args.simulator or not gpu_present()
+    gpus: list[str | None] = [g.strip() for g in args.gpus.split(",")] if args.gpus else [None]
+    if simulator and not args.quiet:
+        print("No GPU (or --simulator): grading correctness in the CUDA simulator; speed is not scored.",
+              file=sys.stderr)
+    if args.sanitize and simulator:
+        raise SystemExit("autograder: --sanitize needs a GPU (compute-sanitizer checks real kernels)")
+    started = time.monotonic()
+    try:
+        book = grade_all(lab, paths, Path(args.out), simulator=simulator, gpus=gpus, force=args.force,
+                         seed=args.seed, sanitize=args.sanitize, shard_spec=args.shard, quiet=args.quiet,
+                         timeout=args.timeout)
+    except ValueError as exc:
+        raise SystemExit(f"autograder: {exc}") from None
+    if not args.quiet:
+        print(f"gradebook: {book} ({time.monotonic() - started:.1f} s)")
+    return 0
+
+
+def cmd_release(args) -> int:
+    from course.notebooks import ROOT
+
+    from .release import release, solution_notebooks
+
+    sources = [Path(s) for s in args.notebooks] or solution_notebooks(ROOT)
+    for src in sources:
+        if src.parent.name != "solutions":
+            raise SystemExit(f"autograder: {src} is not an instructor notebook (labs/<lab>/solutions/<lab>.ipynb)")
+        print(f"{src} -> {release(src)}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .report import write_report
+
+    for path in write_report(Path(args.dir), _lab(args.lab)):
+        print(path)
+    return 0
+
+
+def cmd_merge(args) -> int:
+    from .batch import merge
+
+    print(merge([Path(d) for d in args.shards], Path(args.out), _lab(args.lab)))
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from course.doctor import main
+
+    return main()
+
+
+def cmd_execute(args) -> int:
+    from course.device import gpu_present
+    from course.notebooks import executed_notebooks, execute
+
+    if not gpu_present() and not args.allow_cpu:
+        raise SystemExit("autograder: execute writes the outputs the site shows; run it on a GPU machine")
+    paths = [Path(p) for p in args.notebooks] or executed_notebooks()
+    for p in paths:
+        t = time.monotonic()
+        stamp = execute(p, timeout=args.timeout)
+        print(f"{p}: executed in {time.monotonic() - t:.1f} s on {stamp.get('gpu')}")
+    return 0
+
+
+def cmd_freshness(args) -> int:
+    from course.notebooks import executed_notebooks, staleness
+
+    problems = [msg for p in executed_notebooks() for msg in staleness(p)]
+    for msg in problems:
+        print(msg)
+    print("all notebooks fresh" if not problems else f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def cmd_wheelhouse(args) -> int:
+    from course.wheelhouse import build
+
+    extras = [e for e in args.extras.split(",") if e]
+    got = build(Path(args.out), args.python, args.platform, extras, Path(args.node_freeze) if args.node_freeze else None)
+    print(f"{len(got)} distributions in {args.out}: " + ", ".join(got))
+    print(f"On the node: python -m pip install --no-index --find-links {args.out} "
+          f"'gpu-course{'[' + ','.join(extras) + ']' if extras else ''}'")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="autograder", description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("grade", help="grade submissions (.ipynb or .py, or folders of them)")
+    g.add_argument("--lab", required=True)
+    g.add_argument("--out", required=True, help="folder for results.json per submission and grades.csv")
+    g.add_argument("--force", action="store_true", help="regrade submissions already graded")
+    g.add_argument("--gpus", help="comma-separated GPU ids: one worker per GPU, e.g. 0,1,2,3")
+    g.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
+                   help="run correctness under compute-sanitizer")
+    g.add_argument("--shard", help="I/N: grade only shard I of N (for Slurm job arrays)")
+    g.add_argument("--simulator", action="store_true", help="grade in the CUDA simulator even with a GPU")
+    g.add_argument("--seed", type=int, help="fix the input seed (reproduce a run; keep it secret)")
+    g.add_argument("--timeout", type=float, help="seconds per exercise (default: the lab's)")
+    g.add_argument("--quiet", action="store_true")
+    g.add_argument("submissions", nargs="+")
+    g.set_defaults(fn=cmd_grade)
+
+    r = sub.add_parser("release", help="make student notebooks from labs/*/solutions/*.ipynb")
+    r.add_argument("notebooks", nargs="*")
+    r.set_defaults(fn=cmd_release)
+
+    rep = sub.add_parser("report", help="plots and a summary table of a graded folder")
+    rep.add_argument("--lab", required=True)
+    rep.add_argument("dir")
+    rep.set_defaults(fn=cmd_report)
+
+    m = sub.add_parser("merge", help="merge shard folders into one gradebook")
+    m.add_argument("--lab", required=True)
+    m.add_argument("--out", required=True)
+    m.add_argument("shards", nargs="+")
+    m.set_defaults(fn=cmd_merge)
+
+    d = sub.add_parser("doctor", help="what this machine has for the course, and what is broken")
+    d.set_defaults(fn=cmd_doctor)
+
+    e = sub.add_parser("execute", help="run notebooks on a GPU and store outputs plus a stamp")
+    e.add_argument("notebooks", nargs="*")
+    e.add_argument("--timeout", type=int, default=1200, help="seconds per cell")
+    e.add_argument("--allow-cpu", action="store_true", help=argparse.SUPPRESS)
+    e.set_defaults(fn=cmd_execute)
+
+    f = sub.add_parser("freshness", help="fail if a notebook's outputs are stale or not from a GPU")
+    f.set_defaults(fn=cmd_freshness)
+
+    w = sub.add_parser("wheelhouse", help="download wheels an offline GPU node lacks")
+    w.add_argument("--python", default="3.12")
+    w.add_argument("--platform", default="manylinux_2_28_x86_64")
+    w.add_argument("--extras", default="test", help="comma-separated extras of gpu-course")
+    w.add_argument("--node-freeze", help="the node's `pip freeze`: leave out what it already has")
+    w.add_argument("--out", required=True)
+    w.set_defaults(fn=cmd_wheelhouse)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Lab: your first kernel. Vector add in Numba with a bounds check, SAXPY with a
+grid-stride loop, and the same add written as a CuPy raw kernel."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..spec import Exercise, Lab, Out, Speed, awkward_1d, uniform
+
+# Scalar types are fine (np.int32(n) for a kernel argument); array maths on the host is not.
+SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.float32", "!numpy.float64")
+NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host", "*.copy_to_device",
+                "numba.cuda.to_device") + SCALARS
+
+
+def _vec(n):
+    return (n,)
+
+
+@lru_cache(maxsize=None)
+def _baselines():
+    """Reference kernels, built in the worker on first use (never at import time)."""
+    from numba import cuda
+
+    @cuda.jit
+    def add_kernel(a, b, out):
+        start, stride = cuda.grid(1), cuda.gridsize(1)
+        for i in range(start, out.shape[0], stride):
+            out[i] = a[i] + b[i]
+
+    @cuda.jit
+    def saxpy_kernel(alpha, x, y, out):
+        start, stride = cuda.grid(1), cuda.gridsize(1)
+        for i in range(start, out.shape[0], stride):
+            out[i] = alpha * x[i] + y[i]
+
+    def blocks(n):
+        return max(1, min(132 * 16, (n + 255) // 256))
+
+    def add(a, b, out):
+        add_kernel[blocks(out.shape[0]), 256](a, b, out)
+
+    def saxpy(alpha, x, y, out):
+        saxpy_kernel[blocks(out.shape[0]), 256](alpha, x, y, out)
+
+    return add, saxpy
+
+
+def _base_add(a, b, out):
+    _baselines()[0](a, b, out)
+
+
+def _base_saxpy(alpha, x, y, out):
+    _baselines()[1](alpha, x, y, out)
+
+
+def _add_inputs(p, rng):
+    return {"a": uniform(rng, p["n"]), "b": uniform(rng, p["n"])}
+
+
+def _saxpy_inputs(p, rng):
+    return {"alpha": float(rng.uniform(-3, 3)), "x": uniform(rng, p["n"]), "y": uniform(rng, p["n"])}
+
+
+LARGE = 50_000_017  # a large prime: no power-of-two grid covers it exactly
+TIMED = {"n": 1 << 26}  # 256 MiB per array: far beyond the L2
+
+LAB = Lab(
+    name="first_kernel",
+    title="Lab 0: your first kernel",
+    setup="import math\nimport numpy as np\nfrom numba import cuda\n",
+    exercises=(
+        Exercise(
+            name="vector_add",
+            title="Vector add with a bounds check (Numba)",
+            backend="numba",
+            args=("a", "b", "out"),
+            inputs=_add_inputs,
+            outputs={"out": Out(lambda p: _vec(p["n"]))},
+            reference=lambda a, b: {"out": a + b},
+            cases=lambda sim: awkward_1d(sim, LARGE),
+            timing_case=TIMED,
+            baseline=_base_add,
+            bytes_moved=lambda p: 3 * 4 * p["n"],
+            flops=lambda p: p["n"],
+            points=2,
+            speed=Speed(1, full_at=0.8, zero_at=0.25),
+            forbidden=NO_HOST_MATH,
+        ),
+        Exercise(
+            name="saxpy",
+            title="SAXPY with a grid-stride loop (Numba)",
+            backend="numba",
+            args=("alpha", "x", "y", "out"),
+            inputs=_saxpy_inputs,
+            outputs={"out": Out(lambda p: _vec(p["n"]))},
+            reference=lambda alpha, x, y: {"out": alpha * x + y},
+            cases=lambda sim: awkward_1d(sim, LARGE),
+            timing_case=TIMED,
+            baseline=_base_saxpy,
+            bytes_moved=lambda p: 3 * 4 * p["n"],
+            flops=lambda p: 2 * p["n"],
+            points=2,
+            speed=Speed(1, full_at=0.8, zero_at=0.25),
+            forbidden=NO_HOST_MATH,
+        ),
+        Exercise(
+            name="vector_add_cupy",
+            title="Vector add as a CuPy raw kernel",
+            backend="cupy",
+            args=("a", "b", "out"),
+            inputs=_add_inputs,
+            outputs={"out": Out(lambda p: _vec(p["n"]))},
+            reference=lambda a, b: {"out": a + b},
+            cases=lambda sim: awkward_1d(sim, LARGE),
+            timing_case=TIMED,
+            baseline=_base_add,
+            bytes_moved=lambda p: 3 * 4 * p["n"],
+            flops=lambda p: p["n"],
+            points=1,
+            speed=Speed(1, full_at=0.8, zero_at=0.25),
+            # The kernel is the point: library array maths is not allowed.
+            forbidden=("cupy.*", "!cupy.RawKernel", "!cupy.RawModule", "!cupy.ElementwiseKernel",
+                       "!cupy.float32", "!cupy.int32", "!cupy.int64", "numpy.*", "torch.*",
+                       "*.get", "*.set") + SCALARS,
+            gpu_only=True,
+        ),
+    ),
+)

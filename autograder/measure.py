@@ -1,0 +1,524 @@
+"""Run one exercise's cases against a learner function, and time it honestly.
+
+This module is the single code path behind ``check()`` in a notebook and behind
+batch grading (where the grader's worker process calls it). It binds the clocks
+and CUDA calls it times with when it is imported, which the worker does before it
+runs any learner code, so a submission that patches ``time.perf_counter`` or
+CuPy's events cannot change the numbers.
+"""
+from __future__ import annotations
+
+import fnmatch
+import linecache
+import math
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .spec import Exercise
+
+_perf_counter = time.perf_counter  # bound before any learner code runs
+_urandom = os.urandom
+
+POISON_INT = -123456789
+
+
+# --------------------------------------------------------------------------- device
+class Device:
+    """The numba/cupy handles one process uses. Imports happen on first use."""
+
+    def __init__(self) -> None:
+        from numba import config, cuda
+
+        self.cuda = cuda
+        self.simulator = bool(config.ENABLE_CUDASIM)
+        self.cp = None
+        if not self.simulator:
+            try:
+                import cupy
+
+                self.cp = cupy
+            except ImportError:  # numba-only install: correctness still works
+                self.cp = None
+        if self.cp is not None:
+            cp = self.cp
+            # Bind now: learner code may replace these attributes later.
+            self._event = cp.cuda.Event
+            self._record = cp.cuda.Event.record
+            self._event_sync = cp.cuda.Event.synchronize
+            self._elapsed = cp.cuda.get_elapsed_time
+            self._device_sync = cp.cuda.runtime.deviceSynchronize
+            self._asarray = cp.asarray
+            self._flush_buf = None
+
+    # -- arrays
+    def to_device(self, host: np.ndarray, backend: str):
+        if backend == "cupy":
+            if self.cp is None:
+                raise RuntimeError("this exercise needs CuPy and a GPU")
+            return self.cp.asarray(host)
+        return self.cuda.to_device(host)
+
+    def to_host(self, dev) -> np.ndarray:
+        if hasattr(dev, "copy_to_host"):
+            return dev.copy_to_host()
+        return self.cp.asnumpy(dev)
+
+    def poison(self, dev) -> None:
+        """Fill an output with NaN (or a sentinel for integers) so unwritten elements fail."""
+        dtype = np.dtype(dev.dtype)
+        value = np.nan if dtype.kind == "f" else POISON_INT
+        if self.cp is not None:
+            self._asarray(dev).fill(value)
+        else:
+            dev.copy_to_device(np.full(dev.shape, value, dtype=dtype))
+
+    def synchronize(self) -> None:
+        if self.cp is not None:
+            self._device_sync()
+        else:
+            self.cuda.synchronize()
+
+    def flush_l2(self) -> None:
+        """Write 256 MiB so the next timed call starts with a cold L2 (60 MB on an H200)."""
+        if self._flush_buf is None:
+            self._flush_buf = self.cp.empty(256 << 20, dtype=self.cp.uint8)
+        self._flush_buf.fill(1)
+
+    def event(self):
+        return self._event()
+
+
+_DEVICE: Device | None = None
+
+
+def device() -> Device:
+    global _DEVICE
+    if _DEVICE is None:
+        _DEVICE = Device()
+    return _DEVICE
+
+
+# --------------------------------------------------------------------------- results
+@dataclass
+class CaseResult:
+    params: dict
+    passed: bool
+    max_abs_err: float | None = None
+    message: str = ""
+
+
+@dataclass
+class SpeedResult:
+    measured: bool
+    message: str = ""
+    median_s: float | None = None
+    baseline_median_s: float | None = None
+    ratio: float | None = None  # baseline time / submission time
+    gbps: float | None = None
+    gflops: float | None = None
+    copy_gbps: float | None = None
+    pct_of_copy: float | None = None
+    reps: int = 0
+    flags: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+# --------------------------------------------------------------------------- correctness
+def make_inputs(ex: Exercise, params, rng: np.random.Generator) -> dict[str, Any]:
+    return ex.inputs(params, rng)
+
+
+def describe(params) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def run_case(ex: Exercise, fn: Callable, params, host_inputs: dict[str, Any], guard=None):
+    """Copy inputs to the device, poison outputs, call fn, and bring everything back.
+
+    Returns (outputs, inputs_after) as host arrays. Learner exceptions propagate.
+    """
+    dev = device()
+    dev_args: dict[str, Any] = {}
+    for name, value in host_inputs.items():
+        dev_args[name] = dev.to_device(value, ex.backend) if isinstance(value, np.ndarray) else value
+    for name, out in ex.outputs.items():
+        arr = dev.to_device(np.empty(out.shape(params), dtype=out.dtype), ex.backend)
+        dev.poison(arr)
+        dev_args[name] = arr
+    dev.synchronize()
+    with (guard if guard is not None else _null()):
+        fn(*[dev_args[a] for a in ex.args])
+        dev.synchronize()
+    outputs = {n: dev.to_host(dev_args[n]) for n in ex.outputs}
+    inputs_after = {
+        n: dev.to_host(dev_args[n]) for n, v in host_inputs.items() if isinstance(v, np.ndarray)
+    }
+    return outputs, inputs_after
+
+
+def compare(ex: Exercise, params, host_inputs, outputs, inputs_after) -> CaseResult:
+    """Judge one case: every output within tolerance of the float64 reference, inputs untouched."""
+    params = dict(params)
+    for name, before in host_inputs.items():
+        if not isinstance(before, np.ndarray):
+            continue
+        after = inputs_after.get(name)
+        if after is None or after.shape != before.shape or not np.array_equal(after, before, equal_nan=True):
+            return CaseResult(params, False, None, f"input '{name}' was modified by the call")
+    ref64 = ex.reference(
+        **{k: (v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
+           for k, v in host_inputs.items()}
+    )
+    worst = 0.0
+    for name, spec in ex.outputs.items():
+        got = outputs.get(name)
+        want = np.asarray(ref64[name])
+        if got is None or tuple(got.shape) != tuple(want.shape):
+            shape = None if got is None else tuple(got.shape)
+            return CaseResult(params, False, None, f"output '{name}' has shape {shape}, expected {want.shape}")
+        if np.dtype(spec.dtype).kind in "iub":
+            bad = got != want
+            if bad.any():
+                idx = tuple(int(i) for i in np.argwhere(bad)[0])
+                never = " (never written)" if got[idx] == POISON_INT else ""
+                return CaseResult(params, False, None,
+                                  f"{name}{list(idx)} = {got[idx]}{never}, expected {want[idx]}; "
+                                  f"{int(bad.sum())} of {bad.size} elements wrong")
+            continue
+        rtol, atol = ex.tol(spec.dtype)
+        got64 = got.astype(np.float64)
+        scale = float(np.max(np.abs(want))) if want.size else 0.0
+        err = np.abs(got64 - want)
+        bad = ~(err <= atol * max(scale, 1e-30) + rtol * np.abs(want))  # NaN compares False: fails
+        case_err = float(np.max(err)) if err.size else 0.0  # NaN if any element is NaN
+        worst = max(worst, case_err) if not math.isnan(case_err) else case_err
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            nan = int(np.isnan(got64).sum())
+            hint = f"; {nan} elements were never written (still NaN)" if nan else ""
+            return CaseResult(params, False, case_err,
+                              f"{name}{list(idx)} = {got[idx]!r}, expected {want[idx]:.6g}; "
+                              f"{int(bad.sum())} of {bad.size} elements wrong{hint}")
+    return CaseResult(params, True, worst, "")
+
+
+# --------------------------------------------------------------------------- forbidden calls
+class ForbiddenGuard:
+    """Wraps forbidden library functions while the learner's function runs and records
+    the calls made from learner code (libraries calling each other are not counted)."""
+
+    def __init__(self, patterns) -> None:
+        self.patterns = [p for p in patterns if not p.startswith("!")]
+        self.allowed = [p[1:] for p in patterns if p.startswith("!")]
+        self.used: list[str] = []
+        self._patched: list[tuple[Any, str, Any]] = []
+
+    def _targets(self):
+        import importlib
+        import sys
+        import types
+
+        plain = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType)
+        for pat in self.patterns:
+            if pat.startswith("*."):  # a method on device arrays
+                method = pat[2:]
+                for cls in _device_array_classes():
+                    if isinstance(cls.__dict__.get(method), types.FunctionType):
+                        yield cls, method, f"{cls.__name__}.{method}"
+                continue
+            mod_name, _, attr = pat.rpartition(".")
+            mod = sys.modules.get(mod_name)
+            if mod is None:
+                try:
+                    mod = importlib.import_module(mod_name)
+                except Exception:
+                    continue
+            for a in dir(mod):
+                full = f"{mod_name}.{a}"
+                if a.startswith("_") or not fnmatch.fnmatch(a, attr):
+                    continue
+                if any(fnmatch.fnmatch(full, ok) for ok in self.allowed):
+                    continue
+                # Plain functions only: wrapping classes or ufuncs would break their other uses.
+                if isinstance(getattr(mod, a, None), plain):
+                    yield mod, a, full
+
+    def __enter__(self):
+        import sys
+
+        for owner, attr, full in self._targets():
+            original = getattr(owner, attr)
+
+            def wrapper(*a, __orig=original, __full=full, **k):
+                caller = sys._getframe(1)
+                if _is_learner_code(caller.f_code.co_filename):
+                    # Compiled code (Cython, C) has no frame of its own: count the call only
+                    # when the learner's line names the function, so a library's inner calls
+                    # are not blamed on the learner.
+                    line = linecache.getline(caller.f_code.co_filename, caller.f_lineno)
+                    if __full.rpartition(".")[2] in line:
+                        self.used.append(__full)
+                return __orig(*a, **k)
+
+            try:
+                setattr(owner, attr, wrapper)
+            except (AttributeError, TypeError):
+                continue
+            self._patched.append((owner, attr, original))
+        return self
+
+    def __exit__(self, *exc):
+        for owner, attr, original in reversed(self._patched):
+            setattr(owner, attr, original)
+        self._patched.clear()
+        return False
+
+
+def _library_dirs() -> tuple[str, ...]:
+    import site
+    import sysconfig
+
+    dirs = {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+            os.path.dirname(os.path.abspath(__file__))}
+    dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    return tuple(sorted(d for d in dirs if d))
+
+
+_LIBRARY_DIRS = _library_dirs()
+
+
+def _is_learner_code(filename: str) -> bool:
+    return not (filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen"))
+
+
+def _device_array_classes():
+    classes = []
+    try:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+        classes.append(DeviceNDArray)
+    except Exception:
+        pass
+    try:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        classes.append(FakeCUDAArray)
+    except Exception:
+        pass
+    return classes
+
+
+@contextmanager
+def _null():
+    yield
+
+
+# --------------------------------------------------------------------------- speed
+_COPY_GBPS: float | None = None
+
+
+def copy_bandwidth_gbps() -> float:
+    """This GPU's device-to-device copy bandwidth (bytes read + written), measured once."""
+    global _COPY_GBPS
+    if _COPY_GBPS is None:
+        dev = device()
+        cp = dev.cp
+        src = cp.ones(1 << 28, dtype=cp.float32)  # 1 GiB
+        dst = cp.empty_like(src)
+        start, end = dev.event(), dev.event()
+        times = []
+        for i in range(12):
+            dev._record(start)
+            dst[...] = src
+            dev._record(end)
+            dev._event_sync(end)
+            if i >= 2:
+                times.append(dev._elapsed(start, end) / 1e3)
+        _COPY_GBPS = 2 * src.nbytes / float(np.median(times)) / 1e9
+        del src, dst
+    return _COPY_GBPS
+
+
+def _fresh_rng() -> np.random.Generator:
+    return np.random.default_rng(int.from_bytes(_urandom(8), "little"))
+
+
+def time_exercise(ex: Exercise, fn: Callable, time_cap_s: float = 3.0, min_reps: int = 10,
+                  max_reps: int = 200, watch: dict | None = None) -> SpeedResult:
+    """Time fn against the exercise's baseline, interleaved, each call from a cold L2.
+
+    ``watch`` maps names to the objects the grader bound before learner code ran; if
+    the submission replaced them, the result is flagged.
+    """
+    dev = device()
+    if dev.simulator:
+        return SpeedResult(False, "speed not measured: the CUDA simulator does not time kernels")
+    if dev.cp is None:
+        return SpeedResult(False, "speed not measured: install CuPy to time kernels")
+    if ex.timing_case is None:
+        return SpeedResult(False, "this exercise is graded on correctness only")
+    params = ex.timing_case
+    rng = _fresh_rng()
+
+    def make_set():
+        host = ex.inputs(params, rng)
+        args = {k: (dev.to_device(v, ex.backend) if isinstance(v, np.ndarray) else v) for k, v in host.items()}
+        outs = {n: dev.to_device(np.empty(o.shape(params), o.dtype), ex.backend) for n, o in ex.outputs.items()}
+        return host, args, outs
+
+    sets = [make_set(), make_set()]
+    flags: list[str] = []
+
+    def call(impl, s):
+        _, args, outs = s
+        merged = {**args, **outs}
+        impl(*[merged[a] for a in ex.args])
+
+    def outputs_ok(s) -> CaseResult:
+        host, args, outs = s
+        got = {n: dev.to_host(o) for n, o in outs.items()}
+        after = {n: dev.to_host(a) for n, a in args.items() if isinstance(host[n], np.ndarray)}
+        return compare(ex, params, host, got, after)
+
+    impls = {"submission": fn}
+    if ex.baseline is not None:
+        impls["baseline"] = ex.baseline
+    for impl in impls.values():  # warm-up: compile, load modules, create handles
+        for s in sets:
+            for _ in range(2):
+                call(impl, s)
+    dev.synchronize()
+    for s in sets:
+        for o in s[2].values():
+            dev.poison(o)
+        call(fn, s)
+        dev.synchronize()
+        res = outputs_ok(s)
+        if not res.passed:
+            return SpeedResult(False, f"not timed: wrong at the timing size ({describe(params)}): {res.message}")
+
+    start, mid, end = dev.event(), dev.event(), dev.event()
+    times = {k: [] for k in impls}
+    mids = {k: [] for k in impls}
+    began = _perf_counter()
+    for rep in range(max_reps):
+        order = list(impls) if rep % 2 == 0 else list(reversed(impls))
+        for name in order:
+            s = sets[rep % 2]
+            dev.flush_l2()
+            for o in s[2].values():
+                dev.poison(o)
+            dev._record(start)
+            call(impls[name], s)
+            dev._record(mid)  # on the null stream: passes side-stream work still running
+            dev._device_sync()  # whole device: side-stream work is counted
+            dev._record(end)
+            dev._event_sync(end)
+            times[name].append(dev._elapsed(start, end) / 1e3)
+            mids[name].append(dev._elapsed(start, mid) / 1e3)
+        if rep + 1 >= min_reps:
+            t = np.array(times["submission"])
+            stable = all(np.std(v) / math.sqrt(len(v)) < 0.01 * np.mean(v) for v in times.values())
+            if stable or _perf_counter() - began > time_cap_s:
+                break
+    # The last timed outputs of each set must still be right (poisoned before each call).
+    for s in sets:
+        res = outputs_ok(s)
+        if not res.passed:
+            flags.append(f"outputs of the timed calls were wrong: {res.message}")
+    # Fresh values in the same buffers: a submission that caches results by buffer fails here.
+    host, args, outs = sets[0]
+    fresh = ex.inputs(params, rng)
+    for k, v in fresh.items():
+        if isinstance(v, np.ndarray):
+            args[k].copy_to_device(v) if hasattr(args[k], "copy_to_device") else args[k].set(v)
+        else:
+            args[k] = v
+    sets[0] = (fresh, args, outs)
+    for o in outs.values():
+        dev.poison(o)
+    call(fn, sets[0])
+    dev.synchronize()
+    res = outputs_ok(sets[0])
+    if not res.passed:
+        flags.append(f"wrong on fresh inputs in the same buffers (cached or replayed outputs?): {res.message}")
+
+    med = float(np.median(times["submission"]))
+    med_mid = float(np.median(mids["submission"]))
+    if med > 20e-6 and med_mid < 0.5 * med:
+        flags.append(
+            "work was still running on another stream when the function returned; "
+            "the grader waits for the whole device, so that time is counted"
+        )
+    # Host wall-clock cross-check of back-to-back calls against the event timing.
+    n_wall = 10
+    dev._device_sync()
+    t0 = _perf_counter()
+    for _ in range(n_wall):
+        call(fn, sets[1])
+    dev._device_sync()
+    wall = (_perf_counter() - t0) / n_wall
+    if wall > 2.0 * med + 200e-6:
+        flags.append(f"event timing ({med * 1e6:.1f} us) disagrees with the wall clock "
+                     f"({wall * 1e6:.1f} us per call): timers tampered with?")
+    for name, original in (watch or {}).items():
+        if _resolve(name) is not original:
+            flags.append(f"the submission replaced {name}; the grader timed with its own copy")
+
+    result = SpeedResult(True, median_s=med, reps=len(times["submission"]), flags=flags)
+    if "baseline" in times:
+        result.baseline_median_s = float(np.median(times["baseline"]))
+        result.ratio = result.baseline_median_s / med
+    if ex.bytes_moved:
+        result.gbps = ex.bytes_moved(params) / med / 1e9
+        result.copy_gbps = copy_bandwidth_gbps()
+        result.pct_of_copy = 100.0 * result.gbps / result.copy_gbps
+    if ex.flops:
+        result.gflops = ex.flops(params) / med / 1e9
+    return result
+
+
+def _resolve(dotted: str):
+    import importlib
+
+    mod_name, _, attr = dotted.rpartition(".")
+    parts = mod_name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for p in parts[i:] + [attr]:
+            obj = getattr(obj, p, None)
+        return obj
+    return None
+
+
+WATCHED = (
+    "time.perf_counter",
+    "time.perf_counter_ns",
+    "cupy.cuda.get_elapsed_time",
+    "cupy.cuda.Event",
+    "cupy.cuda.Event.record",
+    "cupy.cuda.Event.synchronize",
+    "cupy.cuda.runtime.deviceSynchronize",
+    "numba.cuda.event_elapsed_time",
+    "numba.cuda.synchronize",
+)
+
+
+def snapshot_watched() -> dict:
+    """The timing-related objects as they are before learner code runs."""
+    out = {}
+    for name in WATCHED:
+        obj = _resolve(name)
+        if obj is not None:
+            out[name] = obj
+    return out

@@ -1,0 +1,73 @@
+"""Make student notebooks from instructor notebooks, as nbgrader's release does.
+
+In code cells, every region between ``### BEGIN SOLUTION`` and ``### END SOLUTION``
+becomes a stub that raises ``NotImplementedError``; in markdown cells it becomes
+"YOUR ANSWER HERE". Outputs, execution counts and the GPU-run stamp are removed.
+The student notebook is generated, never edited: a test regenerates it and fails on
+any difference.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
+END = re.compile(r"^\s*### END SOLUTION\s*$")
+
+
+def strip_solutions(source: str, code: bool) -> str:
+    out, inside = [], False
+    for line in source.splitlines():
+        m = BEGIN.match(line)
+        if m and not inside:
+            inside = True
+            indent = m.group(1)
+            if code:
+                out += [f"{indent}# YOUR CODE HERE", f'{indent}raise NotImplementedError("write your answer here")']
+            else:
+                out.append(f"{indent}YOUR ANSWER HERE")
+            continue
+        if END.match(line) and inside:
+            inside = False
+            continue
+        if not inside:
+            out.append(line)
+    if inside:
+        raise ValueError("a '### BEGIN SOLUTION' has no matching '### END SOLUTION'")
+    return "\n".join(out)
+
+
+def student_notebook(nb: dict) -> dict:
+    nb = copy.deepcopy(nb)
+    for cell in nb["cells"]:
+        src = cell.get("source", "")
+        src = "".join(src) if isinstance(src, list) else src
+        cell["source"] = strip_solutions(src, cell["cell_type"] == "code")
+        if cell["cell_type"] == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+        cell.get("metadata", {}).pop("execution", None)
+    nb.get("metadata", {}).pop("course_stamp", None)
+    return nb
+
+
+def dumps(nb: dict) -> str:
+    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def student_path(source: Path) -> Path:
+    """labs/<lab>/solutions/<lab>.ipynb -> labs/<lab>/<lab>.ipynb"""
+    return source.parent.parent / source.name
+
+
+def solution_notebooks(root: Path) -> list[Path]:
+    return sorted(Path(root).glob("labs/*/solutions/*.ipynb"))
+
+
+def release(source: Path) -> Path:
+    nb = json.loads(Path(source).read_text(encoding="utf-8"))
+    target = student_path(Path(source))
+    target.write_text(dumps(student_notebook(nb)), encoding="utf-8")
+    return target

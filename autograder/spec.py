@@ -1,0 +1,116 @@
+"""How a lab declares its exercises.
+
+An exercise is a contract: a host function ``name(*args)`` that takes device arrays
+(inputs and outputs, in ``args`` order) and writes its outputs in place. The spec
+says how to make inputs for a case, what the right answer is (a float64 reference on
+the host), how close is close enough, what to time against, and what is forbidden.
+Nothing here imports numba or cupy: specs are read by the grader's parent process too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+Params = Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Out:
+    """An output argument: its shape for a case, and its dtype."""
+
+    shape: Callable[[Params], tuple[int, ...]]
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class Speed:
+    """Speed points from the ratio t_baseline / t_submission (higher is faster).
+
+    Full points at ``full_at`` or above, none at ``zero_at`` or below, linear between.
+    """
+
+    points: float
+    full_at: float = 0.8
+    zero_at: float = 0.25
+
+    def score(self, ratio: float | None) -> float:
+        if ratio is None or not np.isfinite(ratio):
+            return 0.0
+        frac = (ratio - self.zero_at) / (self.full_at - self.zero_at)
+        return round(self.points * float(np.clip(frac, 0.0, 1.0)), 2)
+
+
+# Tolerances per output dtype: |out - ref| <= atol * scale + rtol * |ref|, where scale
+# is the largest |ref| of the case (so atol is relative to the data's magnitude).
+DEFAULT_TOLERANCE = {
+    "float64": (1e-12, 1e-12),
+    "float32": (1e-5, 1e-6),
+    "float16": (2e-3, 1e-3),
+}
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str  # the function learners define
+    title: str
+    backend: str  # "numba" or "cupy": the kind of device arrays passed in
+    args: tuple[str, ...]  # argument order of the contract
+    inputs: Callable[[Params, np.random.Generator], dict[str, Any]]
+    outputs: Mapping[str, Out]
+    reference: Callable[..., dict[str, np.ndarray]]  # float64, host
+    cases: Callable[[bool], Sequence[Params]]  # cases(simulator) -> correctness cases
+    timing_case: Params | None = None  # the size timed on a GPU
+    baseline: Callable[..., None] | None = None  # same contract, timed against
+    baseline_name: str = "reference kernel"
+    bytes_moved: Callable[[Params], int] | None = None
+    flops: Callable[[Params], int] | None = None
+    points: float = 1.0  # for correctness (all cases must pass)
+    speed: Speed | None = None
+    forbidden: tuple[str, ...] = ()  # dotted names, fnmatch patterns: "cupy.*", "*.copy_to_host"
+    gpu_only: bool = False  # needs real hardware (warp intrinsics, CuPy)
+    tolerance: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def tol(self, dtype: str) -> tuple[float, float]:
+        return self.tolerance.get(dtype) or DEFAULT_TOLERANCE.get(dtype, (0.0, 0.0))
+
+    @property
+    def max_points(self) -> float:
+        return self.points + (self.speed.points if self.speed else 0.0)
+
+
+@dataclass(frozen=True)
+class Lab:
+    name: str
+    title: str
+    exercises: tuple[Exercise, ...]
+    # Code run before the answer cells when grading a notebook (imports the answers use).
+    setup: str = "import math\nimport numpy as np\n"
+    timeout_s: float = 120.0  # per exercise, wall clock
+    memory_limit_gb: float = 16.0  # host memory of the grading process
+
+    def exercise(self, name: str) -> Exercise:
+        for ex in self.exercises:
+            if ex.name == name:
+                return ex
+        known = ", ".join(e.name for e in self.exercises)
+        raise KeyError(f"lab {self.name!r} has no exercise {name!r} (it has: {known})")
+
+    @property
+    def max_points(self) -> float:
+        return sum(e.max_points for e in self.exercises)
+
+
+def uniform(rng: np.random.Generator, shape, dtype="float32") -> np.ndarray:
+    """Random data with a random offset and scale, so no case is all near zero or one."""
+    offset = rng.uniform(-4.0, 4.0)
+    scale = 10.0 ** rng.uniform(-1.0, 1.5)
+    return (offset + scale * rng.standard_normal(shape)).astype(dtype)
+
+
+def awkward_1d(simulator: bool, large: int, large_sim: int = 5003) -> list[dict]:
+    """Sizes that catch missing bounds checks and off-by-one grids."""
+    sizes = [1, 31, 32, 33, 1023, 1024, 1025]
+    sizes.append(large_sim if simulator else large)
+    return [{"n": n} for n in sizes]

@@ -1,0 +1,113 @@
+"""The grading worker: one spawned process per submission, which runs learner code.
+
+Started as ``python -m autograder.worker FD``; FD is a socket to the parent. The
+parent sends trusted pickles; the worker answers in JSON with arrays as raw bytes
+(see ``wire``), so nothing learner code sends back can run code in the parent.
+Learner output goes to the log file the parent gave us as stdout and stderr.
+"""
+from __future__ import annotations
+
+import linecache
+import socket
+import sys
+import traceback
+
+# Bind clocks and CUDA handles before any learner code can exist in this process.
+from . import measure  # noqa: E402
+from . import wire  # noqa: E402
+from .labs import get_lab  # noqa: E402
+from .submission import forbidden_uses  # noqa: E402
+
+
+def learner_traceback(exc: BaseException, filename: str) -> str:
+    """The exception with only the frames in the learner's code (they cannot act on ours)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    lines = [f"  line {f.lineno}, in {f.name}: {(f.line or '').strip()}" for f in frames[-4:]]
+    head = f"{type(exc).__name__}: {exc}".strip()
+    return "\n".join(([head] + lines) if lines else [head])[:2000]
+
+
+def main(fd: int) -> None:
+    sock = socket.socket(fileno=fd)
+    job = wire.recv_trusted(sock)
+    lab = get_lab(job["lab"])
+    dev = measure.device()  # imports numba (and cupy on a GPU) now
+    if job.get("sanitize") and dev.cp is not None:
+        dev.cp.cuda.set_allocator(None)  # exact-size allocations, so memcheck sees overruns
+    watched = measure.snapshot_watched()
+    namespace: dict = {"__name__": "submission"}
+    filename = job["filename"]
+    # Let tracebacks and the forbidden-call guard read the learner's lines.
+    linecache.cache[filename] = (len(job["code"]), None, job["code"].splitlines(True), filename)
+    try:
+        exec(compile(lab.setup, "<lab setup>", "exec"), namespace)
+        exec(compile(job["code"], filename, "exec"), namespace)
+    except SyntaxError as exc:
+        wire.send(sock, {"kind": "load", "ok": False,
+                         "error": f"SyntaxError: {exc.msg} (line {exc.lineno}): {(exc.text or '').strip()}"})
+        return
+    except BaseException as exc:  # noqa: BLE001 - any failure is a grade
+        wire.send(sock, {"kind": "load", "ok": False,
+                         "error": "running your code failed: " + learner_traceback(exc, filename)})
+        return
+    wire.send(sock, {"kind": "load", "ok": True, "simulator": dev.simulator})
+
+    while True:
+        msg = wire.recv_trusted(sock)
+        if msg["op"] == "done":
+            return
+        ex = lab.exercise(msg["exercise"])
+        fn = namespace.get(ex.name)
+        if msg["op"] == "run":
+            wire.send(sock, run_cases(ex, fn, msg["cases"], filename))
+        elif msg["op"] == "time":
+            try:
+                speed = measure.time_exercise(ex, fn, watch=watched)
+                wire.send(sock, {"kind": "time", "ok": True, "speed": speed.as_dict()})
+            except BaseException as exc:  # noqa: BLE001
+                wire.send(sock, {"kind": "time", "ok": False,
+                                 "error": "timing failed: " + learner_traceback(exc, filename)})
+
+
+def signature_problem(ex, fn) -> str:
+    """A plain-words message when fn cannot take the contract's arguments."""
+    import inspect
+
+    try:
+        inspect.signature(fn).bind(*ex.args)
+    except TypeError:
+        try:
+            have = str(inspect.signature(fn))
+        except (TypeError, ValueError):
+            return ""
+        return f"{ex.name} must take ({', '.join(ex.args)}); yours takes {have}"
+    except ValueError:
+        return ""
+    return ""
+
+
+def run_cases(ex, fn, cases, filename) -> dict:
+    if fn is None or not callable(fn):
+        return {"kind": "run", "ok": False, "error": f"no function named '{ex.name}' was defined"}
+    problem = signature_problem(ex, fn)
+    if problem:
+        return {"kind": "run", "ok": False, "error": problem}
+    results = []
+    for params, inputs in cases:
+        guard = measure.ForbiddenGuard(ex.forbidden)
+        try:
+            outputs, after = measure.run_case(ex, fn, params, inputs, guard)
+        except BaseException as exc:  # noqa: BLE001
+            return {"kind": "run", "ok": False, "params": params,
+                    "error": f"{ex.name}({', '.join(ex.args)}) raised " + learner_traceback(exc, filename)}
+        if guard.used:
+            return {"kind": "run", "ok": False, "params": params,
+                    "error": "called forbidden " + ", ".join(sorted(set(guard.used)))}
+        results.append({"outputs": outputs, "inputs_after": after})
+    return {"kind": "run", "ok": True, "results": results}
+
+
+__all__ = ["main", "forbidden_uses"]
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

@@ -1,0 +1,66 @@
+"""Decide between a real GPU and the Numba CUDA simulator, before numba is imported.
+
+The simulator must be switched on through ``NUMBA_ENABLE_CUDASIM=1`` before the
+first ``import numba``; afterwards the choice is fixed for the process. We probe
+the driver with ctypes, so this module never imports numba or cupy itself.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def gpu_present() -> bool:
+    """True when the CUDA driver loads and reports at least one device."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        if lib.cuInit(0) != 0:
+            return False
+        count = ctypes.c_int(0)
+        return lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    return False
+
+
+def simulator_requested() -> bool:
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
+def setup(verbose: bool = True) -> str:
+    """Pick the execution mode for this process and return it ("gpu" or "simulator").
+
+    Call it before importing numba. With no GPU it turns the simulator on, so every
+    Numba kernel still runs (slowly, on the CPU) and out-of-bounds indexing raises.
+    """
+    if "numba" in sys.modules and not simulator_requested():
+        mode = "gpu" if gpu_present() else "simulator"
+        if mode == "simulator":
+            raise RuntimeError(
+                "numba was imported before course.setup() and no GPU is present: "
+                "restart the kernel and run the setup cell first."
+            )
+    elif simulator_requested() or not gpu_present():
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        mode = "simulator"
+    else:
+        mode = "gpu"
+    if verbose:
+        if mode == "gpu":
+            print("Mode: GPU. Every cell runs on the device.")
+        else:
+            print(
+                "Mode: simulator (no GPU found). Numba kernels run on the CPU through the "
+                "CUDA simulator; cells marked 'needs a GPU' are skipped or explain what "
+                "they would show."
+            )
+    global MODE
+    MODE = mode
+    return mode
+
+
+MODE = "simulator" if (simulator_requested() or not gpu_present()) else "gpu"

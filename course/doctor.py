@@ -1,0 +1,127 @@
+"""``autograder doctor``: what this machine has, and what is wrong with it.
+
+Exit status 0 when the course can run here (on a GPU or in the simulator), 1 when
+something must be fixed first. Every finding says what to do.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib import metadata
+
+from packaging.version import Version
+
+from .device import gpu_present
+
+PACKAGES = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch", "nbval", "jupyter-book")
+
+
+def installed() -> dict[str, str]:
+    found = {}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def version_problems(v: dict[str, str], gpu: bool, driver_cuda: int | None = None) -> list[str]:
+    """Known-bad combinations, from package versions alone. Each entry is a problem and its fix."""
+    bad = []
+    if "numba" not in v:
+        bad.append("numba is not installed: pip install 'numba>=0.60'")
+    if "numba-cuda" not in v:
+        bad.append("numba-cuda is not installed (numba's own CUDA target is deprecated): pip install numba-cuda")
+    if "numpy" in v and "numba-cuda" in v:
+        if Version(v["numpy"]) >= Version("2.5") and Version(v["numba-cuda"]) < Version("0.31"):
+            bad.append(f"numpy {v['numpy']} with numba-cuda {v['numba-cuda']}: numba-cuda 0.30 calls "
+                       "np.row_stack, which numpy 2.5 removed, so no kernel compiles. "
+                       "Fix: pip install 'numpy<2.5'")
+    cupys = [n for n in v if n.startswith("cupy-")]
+    if len(cupys) > 1:
+        bad.append(f"{' and '.join(cupys)} are both installed and shadow each other: "
+                   f"pip uninstall -y {' '.join(cupys)}, then install the one for your driver")
+    if gpu and not cupys:
+        bad.append("CuPy is missing, so CuPy cells and timing will not run: "
+                   "pip install 'gpu-course[cuda13]' (driver 580 or newer) or 'gpu-course[cuda12]'")
+    if gpu and driver_cuda is not None and "cupy-cuda13x" in v and driver_cuda < 13000:
+        bad.append(f"cupy-cuda13x needs a CUDA 13 driver, but this driver supports CUDA "
+                   f"{driver_cuda // 1000}.{driver_cuda % 1000 // 10}: install cupy-cuda12x instead")
+    return bad
+
+
+def _driver_cuda_version() -> int | None:
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    v = ctypes.c_int(0)
+    return v.value if lib.cuDriverGetVersion(ctypes.byref(v)) == 0 else None
+
+
+def gpu_facts() -> list[str]:
+    lines = []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,compute_cap,driver_version,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+        for row in out.stdout.strip().splitlines():
+            i, name, cc, drv, mem = [s.strip() for s in row.split(",")]
+            lines.append(f"GPU {i}: {name}, compute capability {cc}, driver {drv}, {mem}")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        lines.append("GPU present, but nvidia-smi could not describe it")
+    return lines
+
+
+def live_kernel_check() -> str | None:
+    """Compile and run a tiny kernel in a fresh process; None when it works, else the error."""
+    code = ("import numpy as np\nfrom numba import cuda\n"
+            "@cuda.jit\ndef k(a):\n    i = cuda.grid(1)\n    if i < a.size:\n        a[i] = 2 * i\n"
+            "a = cuda.to_device(np.zeros(100, np.float32)); k[1, 128](a)\n"
+            "assert a.copy_to_host()[99] == 198\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    if r.returncode == 0:
+        return None
+    return (r.stderr.strip().splitlines() or ["unknown error"])[-1]
+
+
+def main() -> int:
+    gpu = gpu_present() and os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0")
+    v = installed()
+    print(f"Python {sys.version.split()[0]} at {sys.executable}")
+    for name in PACKAGES:
+        print(f"  {name:<14} {v.get(name, 'not installed')}")
+    driver = _driver_cuda_version()
+    if gpu:
+        for line in gpu_facts():
+            print(line)
+        if driver:
+            print(f"Driver supports CUDA up to {driver // 1000}.{driver % 1000 // 10}")
+        try:
+            import cupy
+
+            rt = cupy.cuda.runtime.runtimeGetVersion()
+            print(f"CuPy's CUDA runtime: {rt // 1000}.{rt % 1000 // 10}")
+        except Exception:
+            pass
+        print("Mode: GPU. Every notebook cell runs; labs are timed.")
+    else:
+        print("Mode: simulator. No usable GPU was found, so notebooks set NUMBA_ENABLE_CUDASIM=1: "
+              "Numba kernels run on the CPU (about 10^4 threads per second), cells tagged 'gpu' "
+              "(CuPy, timing, warp intrinsics) are skipped, and check() grades correctness only. "
+              "For the GPU parts use Colab (Runtime > Change runtime type > GPU) or a GPU machine.")
+    problems = version_problems(v, gpu, driver)
+    if not problems and "numba" in v:
+        if gpu:
+            err = live_kernel_check()
+            if err:
+                problems.append(f"a test kernel failed to compile or run: {err}")
+            else:
+                print("A test kernel compiled and ran on the GPU.")
+    for p in problems:
+        print(f"PROBLEM: {p}")
+    print("Setup is broken: fix the problems above." if problems else "Setup is fine.")
+    return 1 if problems else 0

@@ -1,0 +1,113 @@
+"""Which notebooks the site shows, and whether their stored outputs are fresh.
+
+A notebook on the site must carry outputs from a real GPU run. Executing it with
+``autograder execute`` on a GPU machine writes the outputs and a stamp into its
+metadata: the GPU, driver and library versions, and a hash of its code cells. A
+notebook whose code changed after that run, or that never ran on a GPU, is stale.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+STAMP_KEY = "course_stamp"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def executed_notebooks(root: Path = ROOT) -> list[Path]:
+    """Notebooks shown with outputs: chapters and lab solutions (student releases have none)."""
+    root = Path(root)
+    return sorted(list(root.glob("chapters/**/*.ipynb")) + list(root.glob("labs/*/solutions/*.ipynb")))
+
+
+def student_notebooks(root: Path = ROOT) -> list[Path]:
+    return sorted(p for p in Path(root).glob("labs/*/*.ipynb"))
+
+
+def read(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def code_hash(nb: dict) -> str:
+    h = hashlib.sha256()
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            h.update(_source(cell).rstrip().encode() + b"\n\x1e\n")
+    return h.hexdigest()
+
+
+def staleness(path: Path) -> list[str]:
+    """Why this notebook's stored outputs cannot be trusted (empty when they can)."""
+    nb = read(path)
+    stamp = nb.get("metadata", {}).get(STAMP_KEY)
+    if not stamp:
+        return [f"{path}: never executed on a GPU (no stamp); run `make gpu-notebooks` on a GPU machine"]
+    problems = []
+    if not stamp.get("gpu"):
+        problems.append(f"{path}: the stamp records no GPU; outputs must come from a real GPU run")
+    if stamp.get("code_sha256") != code_hash(nb):
+        problems.append(f"{path}: code cells changed after the outputs were produced; re-execute it on a GPU")
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code" or not _source(cell).strip():
+            continue
+        if cell.get("execution_count") is None:
+            problems.append(f"{path}: code cell {i} has no execution count (not executed)")
+            break
+        if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            problems.append(f"{path}: code cell {i} stored an error")
+    return problems
+
+
+def environment() -> dict:
+    """The GPU, driver and library versions of this machine, for the stamp."""
+    from importlib import metadata
+
+    info: dict = {"python": sys.version.split()[0], "packages": {}}
+    for name in ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch", "matplotlib"):
+        try:
+            info["packages"][name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,compute_cap",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+        name, driver, cc = [s.strip() for s in out.stdout.splitlines()[0].split(",")]
+        info.update(gpu=name, driver=driver, compute_capability=cc)
+    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
+        info.update(gpu=None)
+    try:
+        import cupy
+
+        v = cupy.cuda.runtime.runtimeGetVersion()
+        info["cuda_runtime"] = f"{v // 1000}.{(v % 1000) // 10}"
+    except Exception:
+        pass
+    return info
+
+
+def execute(path: Path, timeout: int = 1200) -> dict:
+    """Run every cell of a notebook in a fresh kernel and write outputs plus the stamp."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(str(path), as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(Path(path).parent)}})
+    client.execute()
+    env = environment()
+    nb.metadata[STAMP_KEY] = {
+        "code_sha256": code_hash(json.loads(nbformat.writes(nb))),
+        "executed_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **env,
+    }
+    nbformat.write(nb, str(path))
+    return nb.metadata[STAMP_KEY]

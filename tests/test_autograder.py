@@ -1,0 +1,264 @@
+"""The autograder against a bank of submissions with known grades (simulator on CPU)."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autograder import wire
+from autograder.labs import get_lab
+from autograder.results import atomic_write
+from autograder.spec import Speed
+from autograder.submission import forbidden_uses, load
+
+ROOT = Path(__file__).resolve().parent.parent
+BANK = ROOT / "tests" / "submissions" / "first_kernel"
+GPU_BANK = ROOT / "tests" / "submissions" / "first_kernel_gpu"
+EXPECTED = {k: v for k, v in json.loads((BANK / "expected.json").read_text()).items() if not k.startswith("_")}
+SEED = "12345"
+
+
+def autograder(*args, check=True) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, "-m", "autograder", *args], capture_output=True, text=True, cwd=ROOT)
+    if check and r.returncode != 0:
+        raise AssertionError(f"autograder {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def gradebook(out: Path) -> dict[str, dict[str, str]]:
+    with open(out / "grades.csv", newline="") as f:
+        return {row["submission"]: row for row in csv.DictReader(f)}
+
+
+@pytest.fixture(scope="module")
+def bank_grades(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bank")
+    r = autograder("grade", "--lab", "first_kernel", "--out", str(out), "--timeout", "20", "--simulator",
+                   "--seed", SEED, str(BANK))
+    return out, r
+
+
+def test_bank_grades_as_expected(bank_grades):
+    out, r = bank_grades
+    assert r.returncode == 0, "failing submissions are grades, not errors"
+    book = gradebook(out)
+    assert set(book) == set(EXPECTED)
+    for sub, scores in EXPECTED.items():
+        for exercise, want in scores.items():
+            assert float(book[sub][exercise]) == want, (sub, exercise, book[sub])
+
+
+@pytest.mark.parametrize("sub, words", [
+    ("syntax_error", "SyntaxError"),
+    ("infinite_loop", "did not finish within 20 s"),
+    ("crash", "segmentation fault"),
+    ("huge_output", "printed more than"),
+    ("wrong_signature", "must take (a, b, out)"),
+    ("mutates_input", "input 'a' was modified"),
+    ("library_result", "forbids"),
+    ("partial_write", "never written"),
+    ("no_bounds_check", "IndexError"),
+    ("import_error", "No module named"),
+])
+def test_failures_are_explained_in_plain_words(bank_grades, sub, words):
+    out, _ = bank_grades
+    res = json.loads((out / sub / "results.json").read_text())
+    assert words in res["tests"][0]["output"], res["tests"][0]["output"]
+
+
+def test_results_json_is_gradescope_format(bank_grades):
+    out, _ = bank_grades
+    res = json.loads((out / "correct" / "results.json").read_text())
+    assert isinstance(res["score"], float) and isinstance(res["execution_time"], float)
+    lab = get_lab("first_kernel")
+    assert res["score"] == sum(t["score"] for t in res["tests"])
+    assert sum(t["max_score"] for t in res["tests"]) == lab.max_points
+    for t in res["tests"]:
+        assert set(t) >= {"name", "score", "max_score", "status", "output", "visibility"}
+        assert t["status"] in ("passed", "failed") and t["visibility"] == "visible"
+
+
+def test_rerun_skips_graded_and_force_regrades(bank_grades, tmp_path):
+    out = tmp_path / "g"
+    sub = str(BANK / "correct.py")
+    autograder("grade", "--lab", "first_kernel", "--out", str(out), "--simulator", sub)
+    first = (out / "correct" / "results.json").stat().st_mtime_ns
+    r = autograder("grade", "--lab", "first_kernel", "--out", str(out), "--simulator", sub)
+    assert "skipping 1 already graded" in r.stderr
+    assert (out / "correct" / "results.json").stat().st_mtime_ns == first
+    autograder("grade", "--lab", "first_kernel", "--out", str(out), "--simulator", "--force", sub)
+    assert (out / "correct" / "results.json").stat().st_mtime_ns != first
+
+
+def _scores(out: Path) -> dict:
+    return {name: [(t["name"], t["score"], t["output"]) for t in json.loads((out / name / "results.json").read_text())["tests"]]
+            for name in gradebook(out)}
+
+
+def test_parallel_workers_and_shards_match_serial(tmp_path):
+    subs = [str(BANK / f"{n}.py") for n in ("correct", "off_by_one", "mutates_input", "wrong_index")]
+    common = ["--lab", "first_kernel", "--simulator", "--seed", SEED]
+    autograder("grade", *common, "--out", str(tmp_path / "serial"), *subs)
+    autograder("grade", *common, "--gpus", "0,1", "--out", str(tmp_path / "parallel"), *subs)
+    for i in range(2):
+        autograder("grade", *common, "--shard", f"{i}/2", "--out", str(tmp_path / f"shard-{i}"), *subs)
+    autograder("merge", "--lab", "first_kernel", "--out", str(tmp_path / "merged"),
+               str(tmp_path / "shard-0"), str(tmp_path / "shard-1"))
+    serial = _scores(tmp_path / "serial")
+    assert _scores(tmp_path / "parallel") == serial
+    assert _scores(tmp_path / "merged") == serial
+    assert gradebook(tmp_path / "merged") == gradebook(tmp_path / "serial")
+
+
+def test_usage_errors_exit_nonzero(tmp_path):
+    assert autograder("grade", "--lab", "no_such_lab", "--out", str(tmp_path), str(BANK / "correct.py"),
+                      check=False).returncode != 0
+    assert autograder("grade", "--lab", "first_kernel", "--out", str(tmp_path), "missing.py",
+                      check=False).returncode != 0
+
+
+def test_report_writes_plots_and_table(bank_grades):
+    out, _ = bank_grades
+    autograder("report", "--lab", "first_kernel", str(out))
+    assert (out / "scores.png").stat().st_size > 1000 and (out / "speed.png").stat().st_size > 1000
+    table = (out / "report.md").read_text()
+    assert "| vector_add |" in table and f"{len(EXPECTED)} submissions graded" in table
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "grades.csv"
+    atomic_write(target, "old\n")
+
+    def boom(*a):
+        raise KeyboardInterrupt  # a kill between writing and renaming
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(target, "new\n")
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["grades.csv"]
+
+
+def test_worker_messages_never_unpickle():
+    import socket
+
+    a, b = socket.socketpair()
+    wire.send(a, {"x": np.arange(3, dtype=np.float32), "nan": float("nan")})
+    got = wire.recv(b)
+    assert got["x"].tolist() == [0.0, 1.0, 2.0] and np.isnan(got["nan"])
+    wire.send(a, {"x": np.array([object()], dtype=object)})
+    with pytest.raises(ValueError):
+        wire.recv(b)
+
+
+def test_static_check_sees_through_aliases():
+    code = "import cupy as cp\nfrom numpy import add as plus\n\ndef helper(x):\n    return cp.sum(x)\n\n" \
+           "def reduce(x, out):\n    out[0] = helper(x)\n\ndef unrelated(x):\n    return plus(x, x)\n"
+    found = forbidden_uses(code, "reduce", ["cupy.sum", "numpy.add"])
+    assert found == ["cupy.sum (line 5)"]
+
+
+def test_notebook_answer_cells_only(tmp_path):
+    nb = {"cells": [
+        {"cell_type": "code", "metadata": {}, "source": "raise SystemExit('not an answer cell')"},
+        {"cell_type": "code", "metadata": {"autograder": {"answer": "vector_add"}},
+         "source": ["%timeit 1\n", "def vector_add(a, b, out):\n", "    pass\n"]},
+    ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "sub.ipynb"
+    path.write_text(json.dumps(nb))
+    src = load(path)
+    assert "SystemExit" not in src.code and "def vector_add" in src.code and "%timeit" not in src.code.split("#")[0]
+    compile(src.code, "sub", "exec")
+    bad = tmp_path / "broken.ipynb"
+    bad.write_text("{ not json")
+    assert "not a valid notebook" in load(bad).problem
+
+
+def test_speed_score_is_linear_between_thresholds():
+    s = Speed(2, full_at=0.8, zero_at=0.2)
+    assert s.score(1.5) == 2 and s.score(0.2) == 0 and s.score(0.5) == 1.0
+    assert s.score(float("nan")) == 0 and s.score(None) == 0
+
+
+# --------------------------------------------------------------------------- GPU only
+@pytest.fixture(scope="module")
+def gpu_grades(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpubank")
+    subs = [GPU_BANK / f"{n}.py" for n in ("illegal_address", "side_stream", "cached_output", "timer_patch",
+                                           "hung_kernel")] + [BANK / "correct.py", BANK / "mutates_input.py"]
+    r = autograder("grade", "--lab", "first_kernel", "--out", str(out), "--timeout", "60", *map(str, subs))
+    return out, r
+
+
+def _tests(out: Path, sub: str) -> dict:
+    return {t["name"].split(":")[0] + ":" + t["extra_data"]["part"]: t
+            for t in json.loads((out / sub / "results.json").read_text())["tests"]}
+
+
+@pytest.mark.gpu
+def test_gpu_correct_submission_full_marks(gpu_grades):
+    out, _ = gpu_grades
+    book = gradebook(out)
+    assert float(book["correct"]["total"]) == get_lab("first_kernel").max_points, book["correct"]
+
+
+@pytest.mark.gpu
+def test_gpu_illegal_address_isolated(gpu_grades):
+    out, _ = gpu_grades
+    t = _tests(out, "illegal_address")["vector_add:correctness"]
+    assert t["score"] == 0 and "CUDA" in t["output"].upper()
+    # the submission graded right after it in the same batch is unaffected
+    assert float(gradebook(out)["cached_output"]["vector_add"]) >= 2
+
+
+@pytest.mark.gpu
+def test_gpu_hung_kernel_times_out(gpu_grades):
+    out, _ = gpu_grades
+    assert "did not finish" in _tests(out, "hung_kernel")["vector_add:correctness"]["output"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sub, flag", [
+    ("side_stream", "another stream"),
+    ("cached_output", "fresh inputs"),
+    ("timer_patch", "replaced"),
+])
+def test_gpu_cheats_are_caught(gpu_grades, sub, flag):
+    out, _ = gpu_grades
+    speed = _tests(out, sub)["vector_add:speed"]
+    assert any(flag in f for f in speed["extra_data"]["flags"]), speed
+    if sub != "side_stream":
+        assert speed["score"] == 0
+    else:  # its three launches are timed in full: no faster than the honest reference
+        assert speed["extra_data"]["timing"]["ratio"] < 0.6
+
+
+@pytest.mark.gpu
+def test_gpu_input_mutation_caught(gpu_grades):
+    out, _ = gpu_grades
+    assert "modified" in _tests(out, "mutates_input")["vector_add:correctness"]["output"]
+
+
+@pytest.mark.gpu
+def test_gpu_speed_ratio_is_repeatable(tmp_path):
+    ratios = []
+    for i in range(5):
+        autograder("grade", "--lab", "first_kernel", "--out", str(tmp_path / str(i)), str(BANK / "correct.py"))
+        t = _tests(tmp_path / str(i), "correct")["vector_add:speed"]
+        ratios.append(t["extra_data"]["timing"]["ratio"])
+    print("speed ratios of 5 gradings:", ratios)
+    assert max(ratios) / min(ratios) - 1 <= 0.06, ratios  # every ratio within +-3% of the middle
+
+
+@pytest.mark.gpu
+def test_gpu_sanitizer_finds_missing_bounds_check(tmp_path):
+    autograder("grade", "--lab", "first_kernel", "--out", str(tmp_path), "--sanitize", "memcheck",
+               str(BANK / "no_bounds_check.py"), str(BANK / "correct.py"))
+    assert "compute-sanitizer" in _tests(tmp_path, "no_bounds_check")["vector_add:correctness"]["output"]
+    assert _tests(tmp_path, "correct")["vector_add:correctness"]["score"] == 2
