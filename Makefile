@@ -1,0 +1,57 @@
+# One entry point for every task. `make site` and `make test` are all a newcomer needs.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The CPU build of torch on CPU-only machines; on a GPU machine use `make TORCH=torch setup`.
+TORCH  ?= torch==2.13.0
+
+.PHONY: setup site serve test gpu-test gpu-notebooks release freshness doctor wheelhouse clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	@bash .ci/install-browser
+	touch $@
+
+site: setup
+	$(BIN)/jupyter-book build . -W --keep-going
+	@echo
+	@echo "Site built. Open _build/html/index.html in a browser, or serve it with:"
+	@echo "  $(BIN)/python -m http.server --directory _build/html 8000   (then visit http://localhost:8000)"
+
+serve: site
+	$(BIN)/python -m http.server --directory _build/html 8000
+
+# CPU: notebooks in the CUDA simulator (gpu-tagged cells skipped), the autograder bank,
+# the site build with -W, the freshness check and the headless-browser check.
+test: setup
+	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:randomly -q
+
+# On a GPU machine: every notebook cell and the GPU-only tests; no site or browser.
+gpu-test:  # also: .ci/gpu-suite WHEELHOUSE on an offline node
+	$(PYTHON) -m pytest --nbval-lax --nbval-current-env -m "not browser and not site" -q -rA
+
+# On a GPU machine: re-execute the site's notebooks and stamp them (then commit them).
+gpu-notebooks:
+	$(PYTHON) -m autograder execute
+
+release: setup
+	$(BIN)/autograder release
+
+freshness: setup
+	$(BIN)/autograder freshness
+
+doctor: setup
+	$(BIN)/autograder doctor
+
+# Wheels for an offline GPU node (Python 3.12, x86-64 Linux); NODE_FREEZE=its `pip freeze`.
+wheelhouse: setup
+	$(BIN)/autograder wheelhouse --python 3.12 --platform manylinux_2_28_x86_64 --extras test \
+	  $(if $(NODE_FREEZE),--node-freeze $(NODE_FREEZE)) --out wheelhouse
+
+clean:
+	rm -rf _build $(VENV)

@@ -1,0 +1,70 @@
+"""Every lab, found automatically: release is reproducible, the solution grades full
+and the student release grades zero."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.labs import get_lab, lab_names
+from autograder.release import dumps, student_notebook, student_path
+from autograder.submission import answer_of, strip_magics
+from course.notebooks import student_notebooks
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from test_autograder import GPU_MODE, autograder, gradebook  # noqa: E402
+
+LABS = lab_names()
+
+
+def solution(lab: str) -> Path:
+    return ROOT / "labs" / lab / "solutions" / f"{lab}.ipynb"
+
+
+def test_every_lab_folder_has_a_spec_and_back():
+    folders = sorted(p.name for p in (ROOT / "labs").iterdir() if p.is_dir())
+    assert folders == LABS
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_student_release_is_regenerated_exactly(lab):
+    src = solution(lab)
+    want = dumps(student_notebook(json.loads(src.read_text())))
+    have = student_path(src).read_text()
+    assert have == want, f"{student_path(src)} differs from its release: run `autograder release`"
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_every_exercise_has_one_marked_answer_cell(lab):
+    nb = json.loads(solution(lab).read_text())
+    answers = [answer_of(c) for c in nb["cells"] if answer_of(c)]
+    assert sorted(answers) == sorted(e.name for e in get_lab(lab).exercises)
+    for cell in nb["cells"]:
+        if answer_of(cell):
+            assert "### BEGIN SOLUTION" in "".join(cell["source"])
+
+
+@pytest.mark.parametrize("path", student_notebooks(), ids=lambda p: p.name)
+def test_student_cells_compile(path):
+    for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+        if cell["cell_type"] == "code":
+            compile(strip_magics("".join(cell["source"])), f"{path.name} cell {i}", "exec")
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_solution_full_and_student_zero(lab, tmp_path):
+    spec = get_lab(lab)
+    mode = [] if GPU_MODE else ["--simulator"]
+    autograder("grade", "--lab", lab, "--out", str(tmp_path / "sol"), *mode, str(solution(lab)))
+    autograder("grade", "--lab", lab, "--out", str(tmp_path / "stu"), *mode, str(student_path(solution(lab))))
+    (sol,) = gradebook(tmp_path / "sol").values()
+    (stu,) = gradebook(tmp_path / "stu").values()
+    for ex in spec.exercises:
+        if GPU_MODE:
+            assert float(sol[ex.name]) == ex.max_points, (ex.name, sol)
+        elif not ex.gpu_only:
+            assert float(sol[ex.name]) == ex.points, (ex.name, sol)
+        assert float(stu[ex.name]) == 0, (ex.name, stu)

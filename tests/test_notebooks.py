@@ -1,0 +1,125 @@
+"""Notebook outputs on the site are real and fresh; GPU-only kernels still compile on CPU."""
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from course.notebooks import STAMP_KEY, code_hash, executed_notebooks, staleness
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = executed_notebooks(ROOT)
+
+
+def test_there_are_notebooks():
+    assert any("chapters" in p.parts for p in NOTEBOOKS) and any("labs" in p.parts for p in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_outputs_are_fresh_and_from_a_gpu(path):
+    problems = staleness(path)
+    assert not problems, "\n".join(problems)
+
+
+def _stamped(tmp_path, nb) -> Path:
+    nb = copy.deepcopy(nb)
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            cell["execution_count"] = i + 1
+    nb["metadata"][STAMP_KEY] = {"gpu": "NVIDIA H200", "code_sha256": code_hash(nb)}
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(nb))
+    return path
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS[:1], ids=lambda p: p.name)
+def test_freshness_fails_when_code_is_edited_without_rerun(path, tmp_path):
+    nb = json.loads(path.read_text())
+    fresh = path if not staleness(path) else _stamped(tmp_path, nb)
+    assert staleness(fresh) == []
+    edited = json.loads(fresh.read_text())
+    cell = next(c for c in edited["cells"] if c["cell_type"] == "code")
+    cell["source"] = "".join(cell["source"]) + "\nx = 1  # an edit after the GPU run"
+    (tmp_path / "edited.ipynb").write_text(json.dumps(edited))
+    assert any("changed after" in p for p in staleness(tmp_path / "edited.ipynb"))
+    unstamped = json.loads(fresh.read_text())
+    del unstamped["metadata"][STAMP_KEY]
+    (tmp_path / "bare.ipynb").write_text(json.dumps(unstamped))
+    assert any("never executed on a GPU" in p for p in staleness(tmp_path / "bare.ipynb"))
+
+
+# --------------------------------------------------------------------------- PTX on CPU
+def _is_cuda_jit(dec: ast.expr) -> bool:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    return isinstance(target, ast.Attribute) and target.attr == "jit" and ast.unparse(target.value).endswith("cuda")
+
+
+def gpu_kernels(path: Path):
+    """(kernel defs from gpu-tagged cells, all cuda.jit defs and constants of the notebook)."""
+    nb = json.loads(path.read_text())
+    prelude, wanted = [], []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        src = "\n".join(l for l in "".join(cell["source"]).splitlines() if not l.lstrip().startswith(("%", "!")))
+        tree = ast.parse(src)
+        gpu = "gpu" in cell.get("metadata", {}).get("tags", [])
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and any(_is_cuda_jit(d) for d in node.decorator_list):
+                prelude.append(ast.get_source_segment(src, node, padded=True)
+                               if not node.decorator_list else
+                               "\n".join(src.splitlines()[node.decorator_list[0].lineno - 1:node.end_lineno]))
+                if gpu:
+                    wanted.append(node.name)
+            elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
+                try:
+                    ast.literal_eval(node.value)
+                    prelude.append(ast.get_source_segment(src, node))
+                except ValueError:
+                    pass
+    return prelude, wanted
+
+
+COMPILER = textwrap.dedent('''
+    import json, math, sys
+    import numpy as np
+    import numba
+    from numba import cuda, float32, float64, int32, int64, uint32
+    real_jit = cuda.jit
+    report = {}
+    def jit(*args, **kw):
+        sig = args[0] if args and isinstance(args[0], str) else kw.get("signature")
+        def deco(fn):
+            if kw.get("device") or not sig:
+                report.setdefault(fn.__name__, "no signature") if not kw.get("device") else None
+                return real_jit(**kw)(fn) if kw else real_jit(fn)
+            cuda.compile_ptx(fn, sig, cc=(9, 0))
+            report[fn.__name__] = "ok"
+            return real_jit(sig, **kw)(fn)
+        return deco(args[0]) if args and callable(args[0]) else deco
+    cuda.jit = jit
+    exec(sys.stdin.read(), {"cuda": cuda, "math": math, "np": np, "numba": numba, "float32": float32,
+                            "float64": float64, "int32": int32, "int64": int64, "uint32": uint32})
+    print(json.dumps(report))
+''')
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_gpu_only_kernels_compile_to_ptx(path):
+    prelude, wanted = gpu_kernels(path)
+    if not wanted:
+        pytest.skip("no kernels in GPU-only cells")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-c", COMPILER], input="\n\n".join(prelude), capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    for name in wanted:
+        assert report.get(name) == "ok", (f"{name} (a kernel in a gpu-tagged cell) needs a signature in its "
+                                          f"decorator, e.g. @cuda.jit('void(float32[:])'), so CI can compile it")

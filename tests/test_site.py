@@ -1,0 +1,248 @@
+"""Tests of the built website (Jupyter Book 1.x): a warning-free build, launch URLs,
+and a headless Chromium walk through the pages, a stored figure and the search."""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urldefrag, urljoin, urlparse
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+STAMP = ROOT / "_build" / "site-build.json"  # the exit code and seconds of the last build
+TITLE = "GPU Programming and AI Infrastructure"
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+SKIP_DIRS = {"_build", ".git", ".venv", "wheelhouse", "node_modules"}
+
+pytestmark = pytest.mark.site  # `make gpu-test` deselects the site ("not browser and not site")
+
+
+# --------------------------------------------------------------------------- helpers
+def toc_files() -> list[str]:
+    """Every page in _toc.yml, in reading order, without extensions."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files = [toc["root"]]
+
+    def walk(entries):
+        for e in entries or []:
+            if "file" in e:
+                files.append(e["file"])
+            walk(e.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return files
+
+
+def config() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+
+
+def site_sources() -> list[Path]:
+    """The .md, .ipynb and .yml files a rebuild depends on."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".")]
+        out += [Path(dirpath) / f for f in filenames if f.endswith((".md", ".ipynb", ".yml"))]
+    return out
+
+
+def site_is_stale() -> bool:
+    index = HTML / "index.html"
+    if os.environ.get("SITE_REBUILD") == "1" or not index.exists() or not STAMP.exists():
+        return True
+    built = min(index.stat().st_mtime, STAMP.stat().st_mtime)
+    return any(p.stat().st_mtime > built for p in site_sources())
+
+
+def jupyter_book() -> str:
+    local = Path(sys.executable).with_name("jupyter-book")
+    found = str(local) if local.exists() else shutil.which("jupyter-book")
+    if not found:
+        pytest.fail("jupyter-book is not installed: pip install -e '.[site]'")
+    return found
+
+
+def build_site() -> dict:
+    """Build with warnings as errors; record the exit code, seconds and output tail."""
+    started = time.monotonic()
+    proc = subprocess.run([jupyter_book(), "build", ".", "-W", "--keep-going"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1800)
+    result = {"returncode": proc.returncode, "seconds": round(time.monotonic() - started, 1),
+              "log_tail": (proc.stdout + proc.stderr)[-6000:]}
+    STAMP.parent.mkdir(parents=True, exist_ok=True)
+    STAMP.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return result
+
+
+def page_path(doc: str) -> Path:
+    return HTML / f"{doc}.html"
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.hrefs.append(href)
+
+
+# --------------------------------------------------------------------------- build
+@pytest.fixture(scope="session")
+def site() -> dict:
+    """Build the site if it is missing or older than its sources; return the build record."""
+    if site_is_stale():
+        result = build_site()
+        result["fresh"] = True
+    else:
+        result = json.loads(STAMP.read_text(encoding="utf-8"))
+        result["fresh"] = False
+    return result
+
+
+def test_build_is_warning_free(site):
+    when = "this run" if site["fresh"] else "an earlier run, sources unchanged since"
+    print(f"jupyter-book build -W --keep-going: exit {site['returncode']} in {site['seconds']} s ({when})")
+    assert site["returncode"] == 0, f"the site build has warnings or errors:\n{site['log_tail']}"
+    assert (HTML / "index.html").exists()
+
+
+def test_every_toc_page_is_built(site):
+    missing = [doc for doc in toc_files() if not page_path(doc).exists()]
+    assert not missing, f"pages in _toc.yml with no HTML: {missing}"
+
+
+def test_launch_urls(site):
+    cfg = config()
+    repo_name = cfg["repository"]["url"].rstrip("/").rsplit("/", 1)[1]
+    branch = cfg["repository"]["branch"]
+    hubs = {urlparse(u).hostname for k, u in cfg["launch_buttons"].items() if k.endswith("_url") and u}
+    notebooks = [doc for doc in toc_files() if (ROOT / f"{doc}.ipynb").exists()]
+    assert notebooks, "no notebook page in _toc.yml"
+    for doc in notebooks:
+        parser = _Links()
+        parser.feed(page_path(doc).read_text(encoding="utf-8"))
+        launch = [unquote(h) for h in parser.hrefs if urlparse(h).hostname in hubs]
+        found = {urlparse(h).hostname for h in launch}
+        assert found == hubs, f"{doc}: launch buttons for {sorted(found)}, expected {sorted(hubs)}"
+        for url in launch:
+            assert "/./" not in url, f"{doc}: '/./' in launch URL {url}"
+            assert repo_name in url, f"{doc}: repository {repo_name} missing from {url}"
+            assert branch in url, f"{doc}: branch {branch} missing from {url}"
+            assert f"{doc}.ipynb" in url, f"{doc}: notebook path missing from {url}"
+
+
+# --------------------------------------------------------------------------- browser
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        msg = f"{' and '.join(missing)} not found: `make setup` installs chromium and chromium-driver"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="site-chromium-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                f"--user-data-dir={profile}", "--window-size=1400,1000"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=opts)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def h1_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    heads = driver.find_elements(By.CSS_SELECTOR, "article h1")  # the page's own title, not the theme's
+    return heads[0].text.strip() if heads else ""
+
+
+@pytest.mark.browser
+def test_landing_page(browser, server):
+    browser.get(server)
+    assert TITLE in browser.title
+    assert h1_text(browser) == TITLE
+
+
+@pytest.mark.browser
+def test_navigation_reaches_every_page(browser, server):
+    """Follow the left navigation from the landing page until no new page appears."""
+    from selenium.webdriver.common.by import By
+
+    seen: dict[str, str] = {}  # page path -> its h1
+    todo = [urljoin(server, "index.html")]
+    while todo:
+        url = todo.pop(0)
+        path = urlparse(url).path.lstrip("/") or "index.html"
+        if path in seen:
+            continue
+        browser.get(url)
+        seen[path] = h1_text(browser)
+        for a in browser.find_elements(By.CSS_SELECTOR, ".bd-sidebar-primary nav a[href]"):
+            link = urldefrag(a.get_attribute("href")).url
+            if link.startswith(server) and urlparse(link).path.lstrip("/") not in seen:
+                todo.append(link)
+    for doc in toc_files():
+        assert f"{doc}.html" in seen, f"{doc} is in _toc.yml but not reachable from the left navigation"
+        assert seen[f"{doc}.html"], f"{doc}.html has no <h1>"
+
+
+@pytest.mark.browser
+def test_first_chapter_shows_a_stored_figure(browser, server):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    chapter = next(doc for doc in toc_files() if doc.startswith("chapters/"))
+    browser.get(urljoin(server, f"{chapter}.html"))
+    widths = "return Array.from(document.querySelectorAll('article img')).map(i => i.complete ? i.naturalWidth : 0);"
+    WebDriverWait(browser, 10).until(lambda d: any(w > 0 for w in d.execute_script(widths)),
+                                     message=f"{chapter}: no figure with naturalWidth > 0")
+
+
+@pytest.mark.browser
+def test_search_finds_results(browser, server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(urljoin(server, "search.html?q=kernel"))
+    WebDriverWait(browser, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#search-results ul.search li"),
+                                     message="search for 'kernel' listed no result within 20 s")
