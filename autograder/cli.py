@@ -38,6 +38,11 @@ def cmd_grade(args) -> int:
     from .batch import grade_all
 
     lab = _lab(args.lab)
+    for name in args.exercise or []:
+        try:
+            lab.exercise(name)
+        except KeyError as exc:
+            raise SystemExit(f"autograder: {exc.args[0]}") from None
     paths = _submissions(args.submissions)
     simulator = args.simulator or not gpu_present()
     gpus: list[str | None] = [g.strip() for g in args.gpus.split(",")] if args.gpus else [None]
@@ -50,7 +55,7 @@ def cmd_grade(args) -> int:
     try:
         book = grade_all(lab, paths, Path(args.out), simulator=simulator, gpus=gpus, force=args.force,
                          seed=args.seed, sanitize=args.sanitize, shard_spec=args.shard, quiet=args.quiet,
-                         timeout=args.timeout)
+                         timeout=args.timeout, exercises=args.exercise)
     except ValueError as exc:
         raise SystemExit(f"autograder: {exc}") from None
     if not args.quiet:
@@ -141,6 +146,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--shard", help="I/N: grade only shard I of N (for Slurm job arrays)")
     g.add_argument("--simulator", action="store_true", help="grade in the CUDA simulator even with a GPU")
     g.add_argument("--seed", type=int, help="fix the input seed (reproduce a run; keep it secret)")
+    g.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
     g.add_argument("--timeout", type=float, help="seconds per exercise (default: the lab's)")
     g.add_argument("--quiet", action="store_true")
     g.add_argument("submissions", nargs="+")

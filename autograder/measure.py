@@ -13,6 +13,7 @@ import linecache
 import math
 import os
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -153,7 +154,9 @@ def run_case(ex: Exercise, fn: Callable, params, host_inputs: dict[str, Any], gu
         dev.poison(arr)
         dev_args[name] = arr
     dev.synchronize()
-    with (guard if guard is not None else _null()):
+    with (guard if guard is not None else _null()), warnings.catch_warnings():
+        # The awkward sizes launch tiny grids on purpose: Numba's occupancy warning is noise here.
+        warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
         fn(*[dev_args[a] for a in ex.args])
         dev.synchronize()
     outputs = {n: dev.to_host(dev_args[n]) for n in ex.outputs}
@@ -395,14 +398,14 @@ def time_exercise(ex: Exercise, fn: Callable, time_cap_s: float = 3.0, min_reps:
             for _ in range(2):
                 call(impl, s)
     dev.synchronize()
-    for s in sets:
-        for o in s[2].values():
-            dev.poison(o)
-        call(fn, s)
-        dev.synchronize()
-        res = outputs_ok(s)
-        if not res.passed:
-            return SpeedResult(False, f"not timed: wrong at the timing size ({describe(params)}): {res.message}")
+    for o in sets[0][2].values():
+        dev.poison(o)
+    dev.synchronize()
+    call(fn, sets[0])
+    dev.synchronize()
+    res = outputs_ok(sets[0])
+    if not res.passed:
+        return SpeedResult(False, f"not timed: wrong at the timing size ({describe(params)}): {res.message}")
 
     # Before each timed call, inputs are scaled by a random power of two (exact in floating
     # point), and after it the output is compared, on the device, with the baseline's output
@@ -455,6 +458,7 @@ def time_exercise(ex: Exercise, fn: Callable, time_cap_s: float = 3.0, min_reps:
             dev.flush_l2()
             for o in s[2].values():
                 dev.poison(o)
+            dev._device_sync()  # the grader's own work is done before the clock starts
             dev._record(start)
             call(impls[name], s)
             dev._record(mid)  # on the null stream: passes side-stream work still running
@@ -474,16 +478,6 @@ def time_exercise(ex: Exercise, fn: Callable, time_cap_s: float = 3.0, min_reps:
     if wrong_runs:
         flags.append(f"outputs of the timed calls were wrong in {len(wrong_runs)} of "
                      f"{len(times['submission'])} runs (cached or replayed results?): {wrong_runs[0]}")
-    # Bring the host copies in line with the scaled device inputs (powers of two: exact).
-    for which, (host, args, outs) in enumerate(sets):
-        for k, v in host.items():
-            if isinstance(v, np.ndarray) and v.dtype.kind == "f":
-                host[k] = v * v.dtype.type(2.0 ** log2_scale[which])
-    # The last timed outputs of each set must still be right (poisoned before each call).
-    for s in sets:
-        res = outputs_ok(s)
-        if not res.passed and not wrong_runs:
-            flags.append(f"outputs of the timed calls were wrong: {res.message}")
     # Fresh values in the same buffers: a submission that caches results by buffer fails here.
     host, args, outs = sets[0]
     fresh = ex.inputs(params, rng)
@@ -495,11 +489,12 @@ def time_exercise(ex: Exercise, fn: Callable, time_cap_s: float = 3.0, min_reps:
     sets[0] = (fresh, args, outs)
     for o in outs.values():
         dev.poison(o)
+    dev.synchronize()
     call(fn, sets[0])
     dev.synchronize()
-    res = outputs_ok(sets[0])
-    if not res.passed:
-        flags.append(f"wrong on fresh inputs in the same buffers (cached or replayed outputs?): {res.message}")
+    msg = verify(0) if scratch is not None else ("" if outputs_ok(sets[0]).passed else "wrong")
+    if msg:
+        flags.append(f"wrong on fresh inputs in the same buffers (cached or replayed outputs?): {msg}")
 
     med = float(np.median(times["submission"]))
     med_mid = float(np.median(mids["submission"]))

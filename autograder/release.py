@@ -49,7 +49,10 @@ def student_notebook(nb: dict) -> dict:
             cell["outputs"] = []
             cell["execution_count"] = None
         cell.get("metadata", {}).pop("execution", None)
-    nb.get("metadata", {}).pop("course_stamp", None)
+    # Only what a fresh notebook carries: executing the source must not change the release.
+    meta = nb.get("metadata", {})
+    nb["metadata"] = {k: meta[k] for k in ("kernelspec",) if k in meta}
+    nb["metadata"]["language_info"] = {"name": "python"}
     return nb
 
 

@@ -106,7 +106,10 @@ def uniform(rng: np.random.Generator, shape, dtype="float32") -> np.ndarray:
     """Random data with a random offset and scale, so no case is all near zero or one."""
     offset = rng.uniform(-4.0, 4.0)
     scale = 10.0 ** rng.uniform(-1.0, 1.5)
-    return (offset + scale * rng.standard_normal(shape)).astype(dtype)
+    x = rng.standard_normal(shape, dtype=np.float32 if np.dtype(dtype) == np.float32 else np.float64)
+    x *= scale
+    x += offset
+    return x.astype(dtype, copy=False)
 
 
 def awkward_1d(simulator: bool, large: int, large_sim: int = 5003) -> list[dict]:

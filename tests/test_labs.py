@@ -54,17 +54,33 @@ def test_student_cells_compile(path):
             compile(strip_magics("".join(cell["source"])), f"{path.name} cell {i}", "exec")
 
 
-@pytest.mark.parametrize("lab", LABS)
-def test_solution_full_and_student_zero(lab, tmp_path):
-    spec = get_lab(lab)
+def _grade_both(lab: str, tmp_path: Path):
     mode = [] if GPU_MODE else ["--simulator"]
     autograder("grade", "--lab", lab, "--out", str(tmp_path / "sol"), *mode, str(solution(lab)))
     autograder("grade", "--lab", lab, "--out", str(tmp_path / "stu"), *mode, str(student_path(solution(lab))))
-    (sol,) = gradebook(tmp_path / "sol").values()
-    (stu,) = gradebook(tmp_path / "stu").values()
-    for ex in spec.exercises:
-        if GPU_MODE:
-            assert float(sol[ex.name]) == ex.max_points, (ex.name, sol)
-        elif not ex.gpu_only:
-            assert float(sol[ex.name]) == ex.points, (ex.name, sol)
-        assert float(stu[ex.name]) == 0, (ex.name, stu)
+    return tmp_path / "sol", tmp_path / "stu"
+
+
+def _correctness(out: Path) -> dict[str, float]:
+    (name,) = gradebook(out)
+    tests = json.loads((out / name / "results.json").read_text())["tests"]
+    return {t["extra_data"]["exercise"]: t["score"] for t in tests if t["extra_data"]["part"] == "correctness"}
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_solution_full_correctness_and_student_zero(lab, tmp_path):
+    sol, stu = _grade_both(lab, tmp_path)
+    (student,) = gradebook(stu).values()
+    for ex in get_lab(lab).exercises:
+        if GPU_MODE or not ex.gpu_only:
+            assert _correctness(sol)[ex.name] == ex.points, (ex.name, _correctness(sol))
+        assert float(student[ex.name]) == 0, (ex.name, student)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lab", LABS)
+def test_solution_full_marks_with_speed(lab, tmp_path):
+    """Speed points too; run with the other GPU tests, alone, so timings are undisturbed."""
+    sol, _ = _grade_both(lab, tmp_path)
+    (solution_row,) = gradebook(sol).values()
+    assert float(solution_row["total"]) == get_lab(lab).max_points, solution_row

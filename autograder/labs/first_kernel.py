@@ -61,7 +61,7 @@ def _saxpy_inputs(p, rng):
     return {"alpha": float(rng.uniform(-3, 3)), "x": uniform(rng, p["n"]), "y": uniform(rng, p["n"])}
 
 
-LARGE = 50_000_017  # a large prime: no power-of-two grid covers it exactly
+LARGE = 10_000_019  # large and odd: no power-of-two grid covers it exactly
 TIMED = {"n": 1 << 26}  # 256 MiB per array: far beyond the L2
 
 LAB = Lab(
