@@ -57,7 +57,8 @@ class Progress:
 def grade_all(lab: Lab, paths: list[Path], out_dir: Path, *, simulator: bool, gpus: list[str | None],
               force: bool = False, seed: int | None = None, sanitize: str | None = None,
               shard_spec: str | None = None, quiet: bool = False,
-              timeout: float | None = None, exercises: list[str] | None = None) -> Path:
+              timeout: float | None = None, exercises: list[str] | None = None,
+              memory_limit_gb: float | None = None) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     names = shard(submission_names(paths), shard_spec)
     done = set() if force else set(read_results(out_dir))
@@ -82,7 +83,7 @@ def grade_all(lab: Lab, paths: list[Path], out_dir: Path, *, simulator: bool, gp
                 work = out_dir / name
                 res = grade_submission(lab, path, seed=seed, simulator=simulator, gpu=gpu,
                                        work_dir=work, sanitize=sanitize, timeout=timeout,
-                                       exercises=exercises)
+                                       exercises=exercises, memory_limit_gb=memory_limit_gb)
                 write_result(out_dir, name, res)
                 with book_lock:
                     write_gradebook(out_dir, lab)

@@ -55,7 +55,7 @@ def cmd_grade(args) -> int:
     try:
         book = grade_all(lab, paths, Path(args.out), simulator=simulator, gpus=gpus, force=args.force,
                          seed=args.seed, sanitize=args.sanitize, shard_spec=args.shard, quiet=args.quiet,
-                         timeout=args.timeout, exercises=args.exercise)
+                         timeout=args.timeout, exercises=args.exercise, memory_limit_gb=args.memory_limit)
     except ValueError as exc:
         raise SystemExit(f"autograder: {exc}") from None
     if not args.quiet:
@@ -148,6 +148,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, help="fix the input seed (reproduce a run; keep it secret)")
     g.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
     g.add_argument("--timeout", type=float, help="seconds per exercise (default: the lab's)")
+    g.add_argument("--memory-limit", type=float, help="GB of host memory per submission (default: the lab's)")
     g.add_argument("--quiet", action="store_true")
     g.add_argument("submissions", nargs="+")
     g.set_defaults(fn=cmd_grade)

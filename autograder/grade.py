@@ -78,8 +78,9 @@ class SubmissionResult:
 
 class Worker:
     def __init__(self, lab: Lab, code: str, filename: str, *, simulator: bool, gpu: str | None,
-                 log_path: Path, sanitize: str | None = None) -> None:
+                 log_path: Path, sanitize: str | None = None, memory_limit_gb: float | None = None) -> None:
         self.lab = lab
+        self.memory_limit_gb = memory_limit_gb or lab.memory_limit_gb
         self.log_path = log_path
         parent, child = socket.socketpair()
         self.sock = parent
@@ -130,9 +131,9 @@ class Worker:
             if self.log_path.stat().st_size > OUTPUT_LIMIT:
                 self.kill()
                 raise WorkerFailed(f"your code printed more than {OUTPUT_LIMIT >> 20} MB; stopped")
-            if self._rss_gb() > self.lab.memory_limit_gb:
+            if self._rss_gb() > self.memory_limit_gb:
                 self.kill()
-                raise WorkerFailed(f"your code used more than {self.lab.memory_limit_gb:g} GB of host memory; stopped")
+                raise WorkerFailed(f"your code used more than {self.memory_limit_gb:g} GB of host memory; stopped")
             if time.monotonic() > deadline:
                 self.kill()
                 raise WorkerFailed(f"did not finish within {timeout:.0f} s (an endless loop, "
@@ -198,7 +199,7 @@ def make_cases(ex: Exercise, index: int, seed: int, simulator: bool):
 
 def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: str | None = None,
                      work_dir: Path, sanitize: str | None = None, timeout: float | None = None,
-                     exercises: list[str] | None = None) -> SubmissionResult:
+                     exercises: list[str] | None = None, memory_limit_gb: float | None = None) -> SubmissionResult:
     started = time.monotonic()
     timeout = timeout or lab.timeout_s
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -233,7 +234,7 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
                 if worker is None:
                     loading = True
                     worker = Worker(lab, src.code, src.filename, simulator=simulator, gpu=gpu,
-                                    log_path=log_path, sanitize=sanitize)
+                                    log_path=log_path, sanitize=sanitize, memory_limit_gb=memory_limit_gb)
                     hello = worker.receive(timeout)
                     loading = False
                     if not hello.get("ok"):

@@ -41,7 +41,7 @@ def gradebook(out: Path) -> dict[str, dict[str, str]]:
 def bank_grades(tmp_path_factory):
     out = tmp_path_factory.mktemp("bank")
     r = autograder("grade", "--lab", "first_kernel", "--out", str(out), "--timeout", "20", "--simulator",
-                   "--seed", SEED, str(BANK))
+                   "--memory-limit", "1", "--seed", SEED, str(BANK))
     return out, r
 
 
@@ -66,6 +66,7 @@ def test_bank_grades_as_expected(bank_grades):
     ("partial_write", "never written"),
     ("no_bounds_check", "IndexError"),
     ("import_error", "No module named"),
+    ("memory_hog", "more than 1 GB of host memory"),
 ])
 def test_failures_are_explained_in_plain_words(bank_grades, sub, words):
     out, _ = bank_grades

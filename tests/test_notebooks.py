@@ -101,7 +101,7 @@ COMPILER = textwrap.dedent('''
                 return real_jit(**kw)(fn) if kw else real_jit(fn)
             cuda.compile_ptx(fn, sig, cc=(9, 0))
             report[fn.__name__] = "ok"
-            return real_jit(sig, **kw)(fn)
+            return real_jit(**kw)(fn)  # lazy: building it eagerly would need a driver
         return deco(args[0]) if args and callable(args[0]) else deco
     cuda.jit = jit
     exec(sys.stdin.read(), {"cuda": cuda, "math": math, "np": np, "numba": numba, "float32": float32,
@@ -110,16 +110,43 @@ COMPILER = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_gpu_only_kernels_compile_to_ptx(path):
+def compile_gpu_kernels(path: Path):
+    """Compile a notebook's GPU-only kernels to PTX for sm_90 in a process without the simulator."""
     prelude, wanted = gpu_kernels(path)
-    if not wanted:
-        pytest.skip("no kernels in GPU-only cells")
     env = {k: v for k, v in __import__("os").environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     r = subprocess.run([sys.executable, "-c", COMPILER], input="\n\n".join(prelude), capture_output=True,
                        text=True, env=env, timeout=600)
+    report = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
+    return wanted, r, report
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_gpu_only_kernels_compile_to_ptx(path):
+    if not gpu_kernels(path)[1]:
+        pytest.skip("no kernels in GPU-only cells")
+    wanted, r, report = compile_gpu_kernels(path)
     assert r.returncode == 0, r.stderr[-3000:]
-    report = json.loads(r.stdout.strip().splitlines()[-1])
     for name in wanted:
         assert report.get(name) == "ok", (f"{name} (a kernel in a gpu-tagged cell) needs a signature in its "
                                           f"decorator, e.g. @cuda.jit('void(float32[:])'), so CI can compile it")
+
+
+def _notebook_with_gpu_cell(tmp_path, body: str) -> Path:
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": "TPB = 256", "outputs": [],
+                     "execution_count": None},
+                    {"cell_type": "code", "metadata": {"tags": ["gpu"]}, "source": body, "outputs": [],
+                     "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "k.ipynb"
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def test_ptx_check_compiles_warp_shuffles_and_catches_errors(tmp_path):
+    good = ("@cuda.jit('void(float32[:], float32[:])')\ndef warp_sum(x, out):\n    i = cuda.grid(1)\n"
+            "    v = x[i]\n    for d in (16, 8, 4, 2, 1):\n        v += cuda.shfl_down_sync(0xffffffff, v, d)\n"
+            "    if i % 32 == 0:\n        out[i // 32] = v\n")
+    wanted, r, report = compile_gpu_kernels(_notebook_with_gpu_cell(tmp_path, good))
+    assert r.returncode == 0 and report == {"warp_sum": "ok"}, r.stderr[-2000:]
+    bad = good.replace("out[i // 32] = v", "out[i // 32] = undefined_name + v")
+    _, r, _ = compile_gpu_kernels(_notebook_with_gpu_cell(tmp_path, bad))
+    assert r.returncode != 0 and "undefined_name" in r.stderr
