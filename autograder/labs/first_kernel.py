@@ -64,6 +64,17 @@ def _saxpy_inputs(p, rng):
 LARGE = 10_000_019  # large and odd: no power-of-two grid covers it exactly
 TIMED = {"n": 1 << 26}  # 256 MiB per array: far beyond the L2
 
+# What every exercise of this lab shares: 1D float32 vectors of awkward lengths, timed at 2**26.
+VECTOR_1D = dict(
+    outputs={"out": Out(lambda p: _vec(p["n"]))},
+    cases=lambda sim: awkward_1d(sim, LARGE),
+    timing_case=TIMED,
+    bytes_moved=lambda p: 3 * 4 * p["n"],
+    speed=Speed(1, full_at=0.8, zero_at=0.25),
+)
+ADD = dict(VECTOR_1D, args=("a", "b", "out"), inputs=_add_inputs, reference=lambda a, b: {"out": a + b},
+           baseline=_base_add, flops=lambda p: p["n"])
+
 LAB = Lab(
     name="first_kernel",
     title="Lab 0: your first kernel",
@@ -73,18 +84,9 @@ LAB = Lab(
             name="vector_add",
             title="Vector add with a bounds check (Numba)",
             backend="numba",
-            args=("a", "b", "out"),
-            inputs=_add_inputs,
-            outputs={"out": Out(lambda p: _vec(p["n"]))},
-            reference=lambda a, b: {"out": a + b},
-            cases=lambda sim: awkward_1d(sim, LARGE),
-            timing_case=TIMED,
-            baseline=_base_add,
-            bytes_moved=lambda p: 3 * 4 * p["n"],
-            flops=lambda p: p["n"],
             points=2,
-            speed=Speed(1, full_at=0.8, zero_at=0.25),
             forbidden=NO_HOST_MATH,
+            **ADD,
         ),
         Exercise(
             name="saxpy",
@@ -92,37 +94,24 @@ LAB = Lab(
             backend="numba",
             args=("alpha", "x", "y", "out"),
             inputs=_saxpy_inputs,
-            outputs={"out": Out(lambda p: _vec(p["n"]))},
             reference=lambda alpha, x, y: {"out": alpha * x + y},
-            cases=lambda sim: awkward_1d(sim, LARGE),
-            timing_case=TIMED,
             baseline=_base_saxpy,
-            bytes_moved=lambda p: 3 * 4 * p["n"],
             flops=lambda p: 2 * p["n"],
             points=2,
-            speed=Speed(1, full_at=0.8, zero_at=0.25),
             forbidden=NO_HOST_MATH,
+            **VECTOR_1D,
         ),
         Exercise(
             name="vector_add_cupy",
             title="Vector add as a CuPy raw kernel",
             backend="cupy",
-            args=("a", "b", "out"),
-            inputs=_add_inputs,
-            outputs={"out": Out(lambda p: _vec(p["n"]))},
-            reference=lambda a, b: {"out": a + b},
-            cases=lambda sim: awkward_1d(sim, LARGE),
-            timing_case=TIMED,
-            baseline=_base_add,
-            bytes_moved=lambda p: 3 * 4 * p["n"],
-            flops=lambda p: p["n"],
             points=1,
-            speed=Speed(1, full_at=0.8, zero_at=0.25),
             # The kernel is the point: library array maths is not allowed.
             forbidden=("cupy.*", "!cupy.RawKernel", "!cupy.RawModule", "!cupy.ElementwiseKernel",
                        "!cupy.float32", "!cupy.int32", "!cupy.int64", "numpy.*", "torch.*",
                        "*.get", "*.set") + SCALARS,
             gpu_only=True,
+            **ADD,
         ),
     ),
 )
