@@ -76,7 +76,7 @@ def checker(lab_name: str):
             print(f"Correctness: {sum(c.passed for c in result.cases)}/{len(result.cases)} cases. "
                   "Fix the failing cases first; speed is measured once all pass.")
             return result
-        print(f"Correctness: all {len(result.cases)} cases pass ({ex.points:g} points).")
+        print(f"Correctness: all {len(result.cases)} cases pass ({ex.points:g} point{'s' * (ex.points != 1)}).")
         if not (speed and ex.speed):
             return result
         s = measure.time_exercise(ex, fn)

@@ -49,6 +49,26 @@ def _base_add(a, b, out):
     _baselines()[0](a, b, out)
 
 
+@lru_cache(maxsize=None)
+def _cupy_add_kernel():
+    import cupy as cp
+
+    return cp.RawKernel(r"""
+    extern "C" __global__ void add(const float* a, const float* b, float* out, long long n) {
+        long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) out[i] = a[i] + b[i];
+    }""", "add")
+
+
+def _base_add_cupy(a, b, out):
+    """The CuPy exercise's reference: a CuPy raw kernel, so both pay CuPy's launch cost.
+    (Numba launching on CuPy arrays converts them on every call, which would flatter the learner.)"""
+    import numpy as np
+
+    n = out.size
+    _cupy_add_kernel()(((n + 255) // 256,), (256,), (a, b, out, np.int64(n)))
+
+
 def _base_saxpy(alpha, x, y, out):
     _baselines()[1](alpha, x, y, out)
 
@@ -106,12 +126,13 @@ LAB = Lab(
             title="Vector add as a CuPy raw kernel",
             backend="cupy",
             points=1,
+            baseline_name="reference CuPy raw kernel",
             # The kernel is the point: library array maths is not allowed.
             forbidden=("cupy.*", "!cupy.RawKernel", "!cupy.RawModule", "!cupy.ElementwiseKernel",
                        "!cupy.float32", "!cupy.int32", "!cupy.int64", "numpy.*", "torch.*",
                        "*.get", "*.set") + SCALARS,
             gpu_only=True,
-            **ADD,
+            **dict(ADD, baseline=_base_add_cupy),
         ),
     ),
 )
