@@ -132,10 +132,6 @@ class SpeedResult:
 
 
 # --------------------------------------------------------------------------- correctness
-def make_inputs(ex: Exercise, params, rng: np.random.Generator) -> dict[str, Any]:
-    return ex.inputs(params, rng)
-
-
 def describe(params) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 

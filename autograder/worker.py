@@ -16,7 +16,6 @@ import traceback
 from . import measure  # noqa: E402
 from . import wire  # noqa: E402
 from .labs import get_lab  # noqa: E402
-from .submission import forbidden_uses  # noqa: E402
 
 
 def learner_traceback(exc: BaseException, filename: str) -> str:
@@ -106,8 +105,6 @@ def run_cases(ex, fn, cases, filename) -> dict:
         results.append({"outputs": outputs, "inputs_after": after})
     return {"kind": "run", "ok": True, "results": results}
 
-
-__all__ = ["main", "forbidden_uses"]
 
 if __name__ == "__main__":
     main(int(sys.argv[1]))
