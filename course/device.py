@@ -64,3 +64,42 @@ def setup(verbose: bool = True) -> str:
 
 
 MODE = "simulator" if (simulator_requested() or not gpu_present()) else "gpu"
+
+
+# --------------------------------------------------------------------------- facts
+def package_versions(names) -> dict[str, str]:
+    """Installed versions of the named distributions (missing ones left out)."""
+    from importlib import metadata
+
+    found = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def nvidia_smi_gpus() -> list[dict[str, str]]:
+    """One dict per GPU from nvidia-smi (index, name, compute_cap, driver, memory); [] if it fails."""
+    import subprocess
+
+    fields = ("index", "name", "compute_cap", "driver_version", "memory.total")
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        return [dict(zip(fields, (s.strip() for s in row.split(","))))
+                for row in out.stdout.strip().splitlines() if row.count(",") == len(fields) - 1]
+    except (OSError, subprocess.SubprocessError):
+        return []
+
+
+def cupy_runtime_version() -> str | None:
+    """CuPy's CUDA runtime as "major.minor", or None without CuPy or a GPU."""
+    try:
+        import cupy
+
+        v = cupy.cuda.runtime.runtimeGetVersion()
+    except Exception:
+        return None
+    return f"{v // 1000}.{(v % 1000) // 10}"

@@ -8,23 +8,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from importlib import metadata
-
 from packaging.version import Version
 
-from .device import gpu_present
+from .device import cupy_runtime_version, gpu_present, nvidia_smi_gpus, package_versions
 
 PACKAGES = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch", "nbval", "jupyter-book")
 
 
 def installed() -> dict[str, str]:
-    found = {}
-    for name in PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return found
+    return package_versions(PACKAGES)
 
 
 def version_problems(v: dict[str, str], gpu: bool, driver_cuda: int | None = None) -> list[str]:
@@ -64,16 +56,11 @@ def _driver_cuda_version() -> int | None:
 
 
 def gpu_facts() -> list[str]:
-    lines = []
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,compute_cap,driver_version,memory.total",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
-        for row in out.stdout.strip().splitlines():
-            i, name, cc, drv, mem = [s.strip() for s in row.split(",")]
-            lines.append(f"GPU {i}: {name}, compute capability {cc}, driver {drv}, {mem}")
-    except (OSError, ValueError, subprocess.SubprocessError):
-        lines.append("GPU present, but nvidia-smi could not describe it")
-    return lines
+    gpus = nvidia_smi_gpus()
+    if not gpus:
+        return ["GPU present, but nvidia-smi could not describe it"]
+    return [f"GPU {g['index']}: {g['name']}, compute capability {g['compute_cap']}, "
+            f"driver {g['driver_version']}, {g['memory.total']}" for g in gpus]
 
 
 def live_kernel_check() -> str | None:
@@ -100,13 +87,9 @@ def main() -> int:
             print(line)
         if driver:
             print(f"Driver supports CUDA up to {driver // 1000}.{driver % 1000 // 10}")
-        try:
-            import cupy
-
-            rt = cupy.cuda.runtime.runtimeGetVersion()
-            print(f"CuPy's CUDA runtime: {rt // 1000}.{rt % 1000 // 10}")
-        except Exception:
-            pass
+        runtime = cupy_runtime_version()
+        if runtime:
+            print(f"CuPy's CUDA runtime: {runtime}")
         print("Mode: GPU. Every notebook cell runs; labs are timed.")
     else:
         print("Mode: simulator. No usable GPU was found, so notebooks set NUMBA_ENABLE_CUDASIM=1: "

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -69,28 +68,19 @@ def staleness(path: Path) -> list[str]:
 
 def environment() -> dict:
     """The GPU, driver and library versions of this machine, for the stamp."""
-    from importlib import metadata
+    from .device import cupy_runtime_version, nvidia_smi_gpus, package_versions
 
-    info: dict = {"python": sys.version.split()[0], "packages": {}}
-    for name in ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch", "matplotlib"):
-        try:
-            info["packages"][name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,compute_cap",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
-        name, driver, cc = [s.strip() for s in out.stdout.splitlines()[0].split(",")]
-        info.update(gpu=name, driver=driver, compute_capability=cc)
-    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
+    info: dict = {"python": sys.version.split()[0],
+                  "packages": package_versions(("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x",
+                                                "torch", "matplotlib"))}
+    gpus = nvidia_smi_gpus()
+    if gpus:
+        info.update(gpu=gpus[0]["name"], driver=gpus[0]["driver_version"], compute_capability=gpus[0]["compute_cap"])
+    else:
         info.update(gpu=None)
-    try:
-        import cupy
-
-        v = cupy.cuda.runtime.runtimeGetVersion()
-        info["cuda_runtime"] = f"{v // 1000}.{(v % 1000) // 10}"
-    except Exception:
-        pass
+    runtime = cupy_runtime_version()
+    if runtime:
+        info["cuda_runtime"] = runtime
     return info
 
 

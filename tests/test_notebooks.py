@@ -72,9 +72,8 @@ def gpu_kernels(path: Path):
         gpu = "gpu" in cell.get("metadata", {}).get("tags", [])
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and any(_is_cuda_jit(d) for d in node.decorator_list):
-                prelude.append(ast.get_source_segment(src, node, padded=True)
-                               if not node.decorator_list else
-                               "\n".join(src.splitlines()[node.decorator_list[0].lineno - 1:node.end_lineno]))
+                # from the first decorator to the end of the body
+                prelude.append("\n".join(src.splitlines()[node.decorator_list[0].lineno - 1:node.end_lineno]))
                 if gpu:
                     wanted.append(node.name)
             elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
@@ -95,12 +94,13 @@ COMPILER = textwrap.dedent('''
     report = {}
     def jit(*args, **kw):
         sig = args[0] if args and isinstance(args[0], str) else kw.get("signature")
+        kw.pop("signature", None)
         def deco(fn):
-            if kw.get("device") or not sig:
-                report.setdefault(fn.__name__, "no signature") if not kw.get("device") else None
-                return real_jit(**kw)(fn) if kw else real_jit(fn)
-            cuda.compile_ptx(fn, sig, cc=(9, 0))
-            report[fn.__name__] = "ok"
+            if sig and not kw.get("device"):
+                cuda.compile_ptx(fn, sig, cc=(9, 0))
+                report[fn.__name__] = "ok"
+            elif not kw.get("device"):
+                report[fn.__name__] = "no signature"
             return real_jit(**kw)(fn)  # lazy: building it eagerly would need a driver
         return deco(args[0]) if args and callable(args[0]) else deco
     cuda.jit = jit
