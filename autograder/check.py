@@ -53,7 +53,7 @@ def checker(lab_name: str):
             guard = measure.ForbiddenGuard(ex.forbidden)
             label = measure.describe(params)
             try:
-                outputs, after = measure.run_case(ex, fn, params, inputs, guard)
+                outputs, after, faults = measure.run_case(ex, fn, params, inputs, guard)
             except NotImplementedError:
                 print(f"  {label:<28} {'FAIL':<6} {'':>11}  not implemented yet")
                 result.cases.append(measure.CaseResult(dict(params), False, None, "not implemented"))
@@ -66,7 +66,7 @@ def checker(lab_name: str):
                 res = measure.CaseResult(dict(params), False, None,
                                          "called forbidden " + ", ".join(sorted(set(guard.used))))
             else:
-                res = measure.compare(ex, params, inputs, outputs, after)
+                res = measure.compare(ex, params, inputs, outputs, after, faults)
             result.cases.append(res)
             err = "" if res.max_abs_err is None else f"{res.max_abs_err:.2g}"
             print(f"  {label:<28} {'pass' if res.passed else 'FAIL':<6} {err:>11}  {res.message}")

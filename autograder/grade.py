@@ -279,7 +279,7 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
 def judge(ex: Exercise, cases, answers, res: ExerciseResult) -> None:
     all_ok = True
     for (params, inputs), ans in zip(cases, answers):
-        c = compare(ex, params, inputs, ans["outputs"], ans["inputs_after"])
+        c = compare(ex, params, inputs, ans["outputs"], ans["inputs_after"], ans.get("faults", ()))
         err = "" if c.max_abs_err is None else f" (max abs err {c.max_abs_err:.2g})"
         res.cases.append(f"{'pass' if c.passed else 'FAIL'} {describe(params)}{err}"
                          + (f": {c.message}" if c.message else ""))

@@ -72,7 +72,7 @@ class Device:
     def poison(self, dev) -> None:
         """Fill an output with NaN (or a sentinel for integers) so unwritten elements fail."""
         dtype = np.dtype(dev.dtype)
-        value = np.nan if dtype.kind == "f" else POISON_INT
+        value = _guard_fill(dtype)
         if self.cp is not None:
             self._asarray(dev).fill(value)
         else:
@@ -136,35 +136,168 @@ def describe(params) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
+GUARD = 256  # elements around every array a learner gets; out-of-bounds accesses land here
+# Off under compute-sanitizer, which needs exact-size allocations to see overruns itself.
+USE_GUARDS = True
+
+
+def _guard_fill(dtype: np.dtype):
+    """NaN for floats, POISON_INT (wrapped to the type) for integers."""
+    dtype = np.dtype(dtype)
+    return np.nan if dtype.kind == "f" else np.array(POISON_INT, dtype=np.int64).astype(dtype)[()]
+
+
+class Guarded:
+    """A device allocation with guard elements before and after the view the learner gets.
+
+    A real GPU does not check array bounds. Guards filled with NaN (or a poison integer)
+    make out-of-bounds reads produce wrong outputs and let out-of-bounds writes be seen.
+    """
+
+    def __init__(self, dev: "Device", host: np.ndarray, backend: str) -> None:
+        self.fill = _guard_fill(host.dtype)
+        flat = np.full(host.size + 2 * GUARD, self.fill, dtype=host.dtype)
+        flat[GUARD:GUARD + host.size] = host.ravel()
+        self.size = host.size
+        self.full = dev.to_device(flat, backend)
+        self.view = self.full[GUARD:GUARD + host.size].reshape(host.shape)
+
+    def overrun(self, dev: "Device") -> tuple[int, int]:
+        """How many guard elements (before, after) the call changed."""
+        full = dev.to_host(self.full)
+
+        def changed(g):
+            return int(np.count_nonzero(~np.isnan(g) if g.dtype.kind == "f" else g != self.fill))
+
+        return changed(full[:GUARD]), changed(full[GUARD + self.size:])
+
+
+class RuntimeAllocations:
+    """Counts device memory taken with ``cupy.cuda.runtime.malloc`` and not freed during a call.
+
+    The module's functions are replaced only while the learner's function runs. (CuPy's own
+    memory pool calls the runtime from compiled code and is not counted.)
+    """
+
+    NAMES = ("malloc", "mallocManaged", "free")
+
+    def __init__(self, runtime) -> None:
+        self.runtime = runtime
+        self.live: dict[int, int] = {}
+        self._saved: dict[str, Any] = {}
+
+    def __enter__(self):
+        rt = self.runtime
+        self._saved = {n: getattr(rt, n) for n in self.NAMES}
+        live = self.live
+
+        def tracked(alloc):
+            def wrapper(size, *a, **k):
+                ptr = alloc(size, *a, **k)
+                live[int(ptr)] = int(size)
+                return ptr
+            return wrapper
+
+        def free(ptr):
+            self._saved["free"](ptr)
+            live.pop(int(ptr), None)
+
+        rt.malloc = tracked(self._saved["malloc"])
+        rt.mallocManaged = tracked(self._saved["mallocManaged"])
+        rt.free = free
+        return self
+
+    def __exit__(self, *exc):
+        for n, f in self._saved.items():
+            setattr(self.runtime, n, f)
+        return False
+
+    def leaked(self) -> int:
+        return sum(self.live.values())
+
+
+def _still_registered(dev: "Device", host: np.ndarray) -> bool:
+    """True if a host array was left page-locked (cudaHostRegister without unregister);
+    then unregister it, so the grader's own memory is not left pinned."""
+    if dev.cp is None or host.size == 0:
+        return False
+    rt = dev.cp.cuda.runtime
+    try:
+        registered = rt.pointerGetAttributes(host.ctypes.data).type == getattr(rt, "memoryTypeHost", 1)
+    except Exception:
+        return False
+    if registered:
+        try:
+            rt.hostUnregister(host.ctypes.data)
+        except Exception:
+            pass
+    return registered
+
+
 def run_case(ex: Exercise, fn: Callable, params, host_inputs: dict[str, Any], guard=None):
     """Copy inputs to the device, poison outputs, call fn, and bring everything back.
 
-    Returns (outputs, inputs_after) as host arrays. Learner exceptions propagate.
+    Returns (outputs, inputs_after, faults) with host arrays; ``faults`` lists memory
+    errors seen after the call (out-of-bounds writes, leaks, host memory left pinned).
+    Learner exceptions propagate.
     """
     dev = device()
     dev_args: dict[str, Any] = {}
+    guarded: dict[str, Guarded] = {}
     for name, value in host_inputs.items():
-        dev_args[name] = dev.to_device(value, ex.backend) if isinstance(value, np.ndarray) else value
+        if not isinstance(value, np.ndarray):
+            dev_args[name] = value
+        elif name in ex.host_args:
+            dev_args[name] = value.copy()  # pageable, as a learner's own NumPy array would be
+        elif USE_GUARDS:
+            guarded[name] = Guarded(dev, value, ex.backend)
+            dev_args[name] = guarded[name].view
+        else:
+            dev_args[name] = dev.to_device(value, ex.backend)
     for name, out in ex.outputs.items():
-        arr = dev.to_device(np.empty(out.shape(params), dtype=out.dtype), ex.backend)
-        dev.poison(arr)
-        dev_args[name] = arr
+        dtype = np.dtype(out.dtype)
+        poisoned = np.full(out.shape(params), _guard_fill(dtype), dtype=dtype)
+        if USE_GUARDS:
+            guarded[name] = Guarded(dev, poisoned, ex.backend)
+            dev_args[name] = guarded[name].view
+        else:
+            dev_args[name] = dev.to_device(poisoned, ex.backend)
     dev.synchronize()
-    with (guard if guard is not None else _null()), warnings.catch_warnings():
+    track = ex.check_leaks and dev.cp is not None
+    allocations = RuntimeAllocations(dev.cp.cuda.runtime) if track else _null()
+    with (guard if guard is not None else _null()), warnings.catch_warnings(), allocations:
         # The awkward sizes launch tiny grids on purpose: Numba's occupancy warning is noise here.
         warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
         fn(*[dev_args[a] for a in ex.args])
         dev.synchronize()
+    faults = []
+    for name, g in guarded.items():
+        before, after = g.overrun(dev)
+        where = " and ".join(f"{k} elements {side} of '{name}'" for k, side in
+                             ((after, "past the end"), (before, "before the start")) if k)
+        if where:
+            faults.append(f"wrote to {where}: an out-of-bounds write (check your bounds)")
+    if track and allocations.leaked():
+        faults.append(f"leaked {allocations.leaked():,} bytes of device memory: every "
+                      "cupy.cuda.runtime.malloc needs a matching free before the function returns")
+    for name in ex.host_args:
+        if isinstance(dev_args.get(name), np.ndarray) and _still_registered(dev, dev_args[name]):
+            faults.append(f"left the host array '{name}' page-locked (registered): unregister it "
+                          "before returning (the cuda.pinned context manager does this for you)")
     outputs = {n: dev.to_host(dev_args[n]) for n in ex.outputs}
     inputs_after = {
-        n: dev.to_host(dev_args[n]) for n, v in host_inputs.items() if isinstance(v, np.ndarray)
+        n: (dev_args[n] if n in ex.host_args else dev.to_host(dev_args[n]))
+        for n, v in host_inputs.items() if isinstance(v, np.ndarray)
     }
-    return outputs, inputs_after
+    return outputs, inputs_after, faults
 
 
-def compare(ex: Exercise, params, host_inputs, outputs, inputs_after) -> CaseResult:
-    """Judge one case: every output within tolerance of the float64 reference, inputs untouched."""
+def compare(ex: Exercise, params, host_inputs, outputs, inputs_after, faults=()) -> CaseResult:
+    """Judge one case: no memory faults, inputs untouched, every output within tolerance
+    of the float64 reference."""
     params = dict(params)
+    if faults:
+        return CaseResult(params, False, None, "; ".join(str(f) for f in faults))
     for name, before in host_inputs.items():
         if not isinstance(before, np.ndarray):
             continue
@@ -368,7 +501,8 @@ def time_exercise(ex: Exercise, fn: Callable, time_cap_s: float = 3.0, min_reps:
 
     def make_set():
         host = ex.inputs(params, rng)
-        args = {k: (dev.to_device(v, ex.backend) if isinstance(v, np.ndarray) else v) for k, v in host.items()}
+        args = {k: (dev.to_device(v, ex.backend) if isinstance(v, np.ndarray) and k not in ex.host_args else v)
+                for k, v in host.items()}
         outs = {n: dev.to_device(np.empty(o.shape(params), o.dtype), ex.backend) for n, o in ex.outputs.items()}
         return host, args, outs
 
@@ -383,7 +517,8 @@ def time_exercise(ex: Exercise, fn: Callable, time_cap_s: float = 3.0, min_reps:
     def outputs_ok(s) -> CaseResult:
         host, args, outs = s
         got = {n: dev.to_host(o) for n, o in outs.items()}
-        after = {n: dev.to_host(a) for n, a in args.items() if isinstance(host[n], np.ndarray)}
+        after = {n: (a if n in ex.host_args else dev.to_host(a)) for n, a in args.items()
+                 if isinstance(host[n], np.ndarray)}
         return compare(ex, params, host, got, after)
 
     impls = {"submission": fn}
@@ -478,7 +613,9 @@ def time_exercise(ex: Exercise, fn: Callable, time_cap_s: float = 3.0, min_reps:
     host, args, outs = sets[0]
     fresh = ex.inputs(params, rng)
     for k, v in fresh.items():
-        if isinstance(v, np.ndarray):
+        if isinstance(v, np.ndarray) and k in ex.host_args:
+            args[k][...] = v
+        elif isinstance(v, np.ndarray):
             args[k].copy_to_device(v) if hasattr(args[k], "copy_to_device") else args[k].set(v)
         else:
             args[k] = v

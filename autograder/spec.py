@@ -70,6 +70,8 @@ class Exercise:
     speed: Speed | None = None
     forbidden: tuple[str, ...] = ()  # dotted names, fnmatch patterns: "cupy.*", "*.copy_to_host"
     gpu_only: bool = False  # needs real hardware (warp intrinsics, CuPy)
+    host_args: tuple[str, ...] = ()  # NumPy inputs left on the host (pageable), e.g. for copy exercises
+    check_leaks: bool = False  # on a GPU, device memory the call does not free fails the case
     tolerance: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def tol(self, dtype: str) -> tuple[float, float]:

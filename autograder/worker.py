@@ -31,8 +31,10 @@ def main(fd: int) -> None:
     job = wire.recv_trusted(sock)
     lab = get_lab(job["lab"])
     dev = measure.device()  # imports numba (and cupy on a GPU) now
-    if job.get("sanitize") and dev.cp is not None:
-        dev.cp.cuda.set_allocator(None)  # exact-size allocations, so memcheck sees overruns
+    if job.get("sanitize"):
+        measure.USE_GUARDS = False  # exact-size allocations, so memcheck sees overruns
+        if dev.cp is not None:
+            dev.cp.cuda.set_allocator(None)
     watched = measure.snapshot_watched()
     namespace: dict = {"__name__": "submission"}
     filename = job["filename"]
@@ -95,14 +97,14 @@ def run_cases(ex, fn, cases, filename) -> dict:
     for params, inputs in cases:
         guard = measure.ForbiddenGuard(ex.forbidden)
         try:
-            outputs, after = measure.run_case(ex, fn, params, inputs, guard)
+            outputs, after, faults = measure.run_case(ex, fn, params, inputs, guard)
         except BaseException as exc:  # noqa: BLE001
             return {"kind": "run", "ok": False, "params": params,
                     "error": f"{ex.name}({', '.join(ex.args)}) raised " + learner_traceback(exc, filename)}
         if guard.used:
             return {"kind": "run", "ok": False, "params": params,
                     "error": "called forbidden " + ", ".join(sorted(set(guard.used)))}
-        results.append({"outputs": outputs, "inputs_after": after})
+        results.append({"outputs": outputs, "inputs_after": after, "faults": faults})
     return {"kind": "run", "ok": True, "results": results}
 
 

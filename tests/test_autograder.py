@@ -184,6 +184,42 @@ def test_notebook_answer_cells_only(tmp_path):
     assert "not a valid notebook" in load(bad).problem
 
 
+def test_guards_see_writes_outside_the_view():
+    """A real GPU does not check bounds: the guard elements around each array must."""
+    from autograder.measure import GUARD, Guarded, device
+
+    dev = device()
+    host = np.arange(12, dtype=np.float32).reshape(3, 4)
+    g = Guarded(dev, host, "numba")
+    np.testing.assert_array_equal(dev.to_host(g.view), host)
+    assert g.overrun(dev) == (0, 0)
+    g.full[GUARD + host.size + 3] = 1.0  # past the end
+    g.full[GUARD - 1] = 2.0  # just before the start
+    assert g.overrun(dev) == (1, 1)
+    ints = Guarded(dev, np.zeros(5, dtype=np.uint32), "numba")
+    assert ints.overrun(dev) == (0, 0)
+    ints.full[GUARD + 5] = 7
+    assert ints.overrun(dev) == (0, 1)
+
+
+def test_leak_tracking_counts_unfreed_runtime_allocations():
+    from types import SimpleNamespace
+
+    from autograder.measure import RuntimeAllocations
+
+    addresses = iter(range(4096, 1 << 20, 4096))
+    rt = SimpleNamespace(malloc=lambda n: next(addresses), mallocManaged=lambda n, flags=1: next(addresses),
+                         free=lambda p: None)
+    original = rt.malloc
+    with RuntimeAllocations(rt) as allocations:
+        p = rt.malloc(100)
+        rt.malloc(50)
+        rt.free(p)
+        rt.mallocManaged(8)
+    assert allocations.leaked() == 58
+    assert rt.malloc is original  # the runtime is restored after the call
+
+
 def test_speed_score_is_linear_between_thresholds():
     s = Speed(2, full_at=0.8, zero_at=0.2)
     assert s.score(1.5) == 2 and s.score(0.2) == 0 and s.score(0.5) == 1.0
@@ -195,7 +231,7 @@ def test_speed_score_is_linear_between_thresholds():
 def gpu_grades(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpubank")
     subs = [GPU_BANK / f"{n}.py" for n in ("illegal_address", "side_stream", "cached_output", "timer_patch",
-                                           "hung_kernel")] + [BANK / "mutates_input.py"]
+                                           "hung_kernel")] + [BANK / "mutates_input.py", BANK / "no_bounds_check.py"]
     r = autograder("grade", "--lab", "first_kernel", "--exercise", "vector_add", "--out", str(out),
                    "--timeout", "30", *map(str, subs))
     return out, r
@@ -241,6 +277,13 @@ def test_gpu_cheats_are_caught(gpu_grades, sub, flag):
 def test_gpu_input_mutation_caught(gpu_grades):
     out, _ = gpu_grades
     assert "modified" in _tests(out, "mutates_input")["vector_add:correctness"]["output"]
+
+
+@pytest.mark.gpu
+def test_gpu_out_of_bounds_write_caught_without_sanitizer(gpu_grades):
+    out, _ = gpu_grades
+    t = _tests(out, "no_bounds_check")["vector_add:correctness"]
+    assert t["score"] == 0 and "past the end of 'out'" in t["output"], t
 
 
 @pytest.mark.gpu
