@@ -228,10 +228,10 @@ def test_navigation_reaches_every_page(browser, server):
 
 
 @pytest.mark.browser
-def test_first_chapter_shows_a_stored_figure(browser, server):
+@pytest.mark.parametrize("chapter", [doc for doc in toc_files() if doc.startswith("chapters/")])
+def test_every_chapter_shows_a_stored_figure(browser, server, chapter):
     from selenium.webdriver.support.ui import WebDriverWait
 
-    chapter = next(doc for doc in toc_files() if doc.startswith("chapters/"))
     browser.get(urljoin(server, f"{chapter}.html"))
     widths = "return Array.from(document.querySelectorAll('article img')).map(i => i.complete ? i.naturalWidth : 0);"
     WebDriverWait(browser, 10).until(lambda d: any(w > 0 for w in d.execute_script(widths)),
