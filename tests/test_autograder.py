@@ -196,6 +196,8 @@ def test_guards_see_writes_outside_the_view():
     g.full[GUARD + host.size + 3] = 1.0  # past the end
     g.full[GUARD - 1] = 2.0  # just before the start
     assert g.overrun(dev) == (1, 1)
+    g.full[GUARD + host.size] = np.nan  # a NaN written over a guard is a write too
+    assert g.overrun(dev) == (1, 2)
     ints = Guarded(dev, np.zeros(5, dtype=np.uint32), "numba")
     assert ints.overrun(dev) == (0, 0)
     ints.full[GUARD + 5] = 7
