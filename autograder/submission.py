@@ -128,9 +128,11 @@ def forbidden_uses(code: str, function: str, patterns) -> list[str]:
     allow = [p[1:] for p in patterns if p.startswith("!")]
     found = []
     for scope in _reachable(tree, function):
+        # Only whole dotted names count: in cupy.cuda.runtime.memcpy, the prefix cupy.cuda is no use of its own.
+        prefixes = {id(n.value) for n in ast.walk(scope) if isinstance(n, ast.Attribute)}
         for node in ast.walk(scope):
             names = []
-            if isinstance(node, (ast.Attribute, ast.Name)):
+            if isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in prefixes:
                 d = _dotted(node)
                 if d:
                     head, _, rest = d.partition(".")

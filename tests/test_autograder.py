@@ -20,6 +20,7 @@ from autograder.submission import forbidden_uses, load
 ROOT = Path(__file__).resolve().parent.parent
 BANK = ROOT / "tests" / "submissions" / "first_kernel"
 GPU_BANK = ROOT / "tests" / "submissions" / "first_kernel_gpu"
+MEMORY_GPU_BANK = ROOT / "tests" / "submissions" / "memory_gpu"
 EXPECTED = {k: v for k, v in json.loads((BANK / "expected.json").read_text()).items() if not k.startswith("_")}
 SEED = "12345"
 GPU_MODE = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0")  # the root conftest decides
@@ -307,3 +308,15 @@ def test_gpu_sanitizer_finds_missing_bounds_check(tmp_path):
                str(BANK / "no_bounds_check.py"), str(BANK / "correct.py"))
     assert "compute-sanitizer" in _tests(tmp_path, "no_bounds_check")["vector_add:correctness"]["output"]
     assert _tests(tmp_path, "correct")["vector_add:correctness"]["score"] == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sub, exercise, words", [
+    ("leaky", "copy_via_runtime", "leaked"),
+    ("left_pinned", "upload", "page-locked"),
+])
+def test_gpu_memory_faults_fail_the_case(tmp_path, sub, exercise, words):
+    autograder("grade", "--lab", "memory", "--exercise", exercise, "--out", str(tmp_path),
+               str(MEMORY_GPU_BANK / f"{sub}.py"))
+    t = _tests(tmp_path, sub)[f"{exercise}:correctness"]
+    assert t["score"] == 0 and words in t["output"], t

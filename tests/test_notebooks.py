@@ -90,6 +90,10 @@ COMPILER = textwrap.dedent('''
     import numpy as np
     import numba
     from numba import cuda, float32, float64, int32, int64, uint32
+    from types import SimpleNamespace
+    import numba.cuda.dispatcher as dispatcher
+    # Device functions ask the current GPU for its compute capability; there is none here.
+    dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=(9, 0))
     real_jit = cuda.jit
     report = {}
     def jit(*args, **kw):
@@ -139,6 +143,19 @@ def _notebook_with_gpu_cell(tmp_path, body: str) -> Path:
     path = tmp_path / "k.ipynb"
     path.write_text(json.dumps(nb))
     return path
+
+
+def test_ptx_check_compiles_kernels_that_call_device_functions(tmp_path):
+    path = tmp_path / "d.ipynb"
+    path.write_text(json.dumps({"cells": [
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": "@cuda.jit(device=True)\ndef square(v):\n    return v * v\n"},
+        {"cell_type": "code", "metadata": {"tags": ["gpu"]}, "outputs": [], "execution_count": None,
+         "source": "@cuda.jit('void(float32[:])')\ndef squares(x):\n    i = cuda.grid(1)\n"
+                   "    if i < x.size:\n        x[i] = square(x[i])\n"}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    wanted, r, report = compile_gpu_kernels(path)
+    assert r.returncode == 0 and report == {"squares": "ok"}, r.stderr[-2000:]
 
 
 def test_ptx_check_compiles_warp_shuffles_and_catches_errors(tmp_path):
