@@ -136,6 +136,11 @@ def describe(params) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
+def _count(n: int, noun: str) -> str:
+    """'1 element', '3 elements': counts in messages a learner reads."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 GUARD = 256  # elements around every array a learner gets; out-of-bounds accesses land here
 # Off under compute-sanitizer, which needs exact-size allocations to see overruns itself.
 USE_GUARDS = True
@@ -278,7 +283,7 @@ def run_case(ex: Exercise, fn: Callable, params, host_inputs: dict[str, Any], gu
     faults = []
     for name, g in guarded.items():
         before, after = g.overrun(dev)
-        where = " and ".join(f"{k} elements {side} of '{name}'" for k, side in
+        where = " and ".join(f"{_count(k, 'element')} {side} of '{name}'" for k, side in
                              ((after, "past the end"), (before, "before the start")) if k)
         if where:
             faults.append(f"wrote to {where}: an out-of-bounds write (check your bounds)")
@@ -339,7 +344,7 @@ def compare(ex: Exercise, params, host_inputs, outputs, inputs_after, faults=())
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             nan = int(np.isnan(got64).sum())
-            hint = f"; {nan} elements were never written (still NaN)" if nan else ""
+            hint = f"; {_count(nan, 'element')} never written (still NaN)" if nan else ""
             return CaseResult(params, False, case_err,
                               f"{name}{list(idx)} = {got[idx]!r}, expected {want[idx]:.6g}; "
                               f"{int(bad.sum())} of {bad.size} elements wrong{hint}")
