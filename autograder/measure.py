@@ -64,6 +64,12 @@ class Device:
             return self.cp.asarray(host)
         return self.cuda.to_device(host)
 
+    def pinned_copy(self, host: np.ndarray) -> np.ndarray:
+        """A copy of a host array in pinned (page-locked) host memory; still a NumPy array."""
+        out = self.cuda.pinned_array(host.shape, dtype=host.dtype)
+        out[...] = host
+        return out
+
     def to_host(self, dev) -> np.ndarray:
         if hasattr(dev, "copy_to_host"):
             return dev.copy_to_host()
@@ -246,6 +252,11 @@ def _still_registered(dev: "Device", host: np.ndarray) -> bool:
     return registered
 
 
+def _on_host(ex: Exercise) -> tuple[str, ...]:
+    """The inputs an exercise leaves on the host: pageable (host_args) or pinned (pinned_args)."""
+    return tuple(ex.host_args) + tuple(ex.pinned_args)
+
+
 def run_case(ex: Exercise, fn: Callable, params, host_inputs: dict[str, Any], guard=None):
     """Copy inputs to the device, poison outputs, call fn, and bring everything back.
 
@@ -261,6 +272,8 @@ def run_case(ex: Exercise, fn: Callable, params, host_inputs: dict[str, Any], gu
             dev_args[name] = value
         elif name in ex.host_args:
             dev_args[name] = value.copy()  # pageable, as a learner's own NumPy array would be
+        elif name in ex.pinned_args:
+            dev_args[name] = dev.pinned_copy(value)  # page-locked, as a data loader's batch might be
         elif USE_GUARDS:
             guarded[name] = Guarded(dev, value, ex.backend)
             dev_args[name] = guarded[name].view
@@ -296,7 +309,7 @@ def run_case(ex: Exercise, fn: Callable, params, host_inputs: dict[str, Any], gu
                           "before returning (the cuda.pinned context manager does this for you)")
     outputs = {n: dev.to_host(dev_args[n]) for n in ex.outputs}
     inputs_after = {
-        n: (dev_args[n] if n in ex.host_args else dev.to_host(dev_args[n]))
+        n: (dev_args[n] if n in _on_host(ex) else dev.to_host(dev_args[n]))
         for n, v in host_inputs.items() if isinstance(v, np.ndarray)
     }
     return outputs, inputs_after, faults
@@ -523,10 +536,14 @@ def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult
     params = ex.timing_case
     rng = _fresh_rng()
 
+    def place(k, v):
+        if not isinstance(v, np.ndarray) or k in ex.host_args:
+            return v
+        return dev.pinned_copy(v) if k in ex.pinned_args else dev.to_device(v, ex.backend)
+
     def make_set():
         host = ex.inputs(params, rng)
-        args = {k: (dev.to_device(v, ex.backend) if isinstance(v, np.ndarray) and k not in ex.host_args else v)
-                for k, v in host.items()}
+        args = {k: place(k, v) for k, v in host.items()}
         outs = {n: dev.to_device(np.empty(o.shape(params), o.dtype), ex.backend) for n, o in ex.outputs.items()}
         return host, args, outs
 
@@ -541,7 +558,7 @@ def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult
     def outputs_ok(s) -> CaseResult:
         host, args, outs = s
         got = {n: dev.to_host(o) for n, o in outs.items()}
-        after = {n: (a if n in ex.host_args else dev.to_host(a)) for n, a in args.items()
+        after = {n: (a if n in _on_host(ex) else dev.to_host(a)) for n, a in args.items()
                  if isinstance(host[n], np.ndarray)}
         return compare(ex, params, host, got, after)
 
@@ -637,7 +654,7 @@ def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult
     host, args, outs = sets[0]
     fresh = ex.inputs(params, rng)
     for k, v in fresh.items():
-        if isinstance(v, np.ndarray) and k in ex.host_args:
+        if isinstance(v, np.ndarray) and k in _on_host(ex):
             args[k][...] = v
         elif isinstance(v, np.ndarray):
             args[k].copy_to_device(v) if hasattr(args[k], "copy_to_device") else args[k].set(v)

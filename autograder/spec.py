@@ -42,8 +42,9 @@ class Speed:
         return round(self.points * float(np.clip(frac, 0.0, 1.0)), 2)
 
 
-# Tolerances per output dtype: |out - ref| <= atol * scale + rtol * |ref|, where scale
-# is the largest |ref| of the case (so atol is relative to the data's magnitude).
+# Tolerances per output dtype, as (rtol, atol), the order measure.compare reads them:
+# |out - ref| <= atol * scale + rtol * |ref|, where scale is the largest |ref| of the case
+# (so atol is relative to the data's magnitude).
 DEFAULT_TOLERANCE = {
     "float64": (1e-12, 1e-12),
     "float32": (1e-5, 1e-6),
@@ -71,8 +72,9 @@ class Exercise:
     forbidden: tuple[str, ...] = ()  # dotted names, fnmatch patterns: "cupy.*", "*.copy_to_host"
     gpu_only: bool = False  # needs real hardware (warp intrinsics, CuPy)
     host_args: tuple[str, ...] = ()  # NumPy inputs left on the host (pageable), e.g. for copy exercises
+    pinned_args: tuple[str, ...] = ()  # NumPy inputs left on the host in pinned (page-locked) memory
     check_leaks: bool = False  # on a GPU, device memory the call does not free fails the case
-    tolerance: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    tolerance: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # dtype -> (rtol, atol)
 
     def tol(self, dtype: str) -> tuple[float, float]:
         return self.tolerance.get(dtype) or DEFAULT_TOLERANCE.get(dtype, (0.0, 0.0))

@@ -141,6 +141,8 @@ def forbidden_uses(code: str, function: str, patterns) -> list[str]:
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 mod = node.module if isinstance(node, ast.ImportFrom) else None
                 names += [f"{mod}.{a.name}" if mod else a.name for a in node.names]
+            elif isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
+                names.append("operator.matmul")  # a @ b: a library matrix product on arrays
             for full in names:
                 for pat in deny:
                     hit = fnmatch.fnmatch(full, pat) or (pat.startswith("*.") and full.endswith(pat[1:]))

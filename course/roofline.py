@@ -54,9 +54,9 @@ class Kernel:
     def gbps(self) -> float:
         return self.bytes / self.seconds / 1e9
 
-    def share_of_roof(self, ceilings: Ceilings) -> float:
-        """The fraction of the FP32 roof this kernel reached at its intensity."""
-        return float(self.gflops / ceilings.attainable_gflops(self.intensity))
+    def share_of_roof(self, ceilings: Ceilings, tflops: float | None = None) -> float:
+        """The fraction of the roof (FP32, or the compute peak ``tflops``) reached at its intensity."""
+        return float(self.gflops / ceilings.attainable_gflops(self.intensity, tflops))
 
 
 # NVIDIA H200 SXM datasheet (nvidia.com/h200, 2024): 4.8 TB/s HBM3e, 67 TFLOP/s FP32,

@@ -169,6 +169,13 @@ def test_static_check_sees_through_aliases():
     assert found == ["cupy.sum (line 5)"]
 
 
+def test_static_check_sees_the_matmul_operator():
+    code = "def gemm(a, b, out):\n    out[...] = a @ b\n\ndef gemm2(a, b, out):\n    out @= b\n"
+    assert forbidden_uses(code, "gemm", ["operator.matmul"]) == ["operator.matmul (line 2)"]
+    assert forbidden_uses(code, "gemm2", ["operator.matmul"]) == ["operator.matmul (line 5)"]
+    assert forbidden_uses(code, "gemm", ["cupy.*"]) == []  # only where a lab forbids it
+
+
 def test_notebook_answer_cells_only(tmp_path):
     nb = {"cells": [
         {"cell_type": "code", "metadata": {}, "source": "raise SystemExit('not an answer cell')"},
@@ -221,6 +228,36 @@ def test_leak_tracking_counts_unfreed_runtime_allocations():
         rt.mallocManaged(8)
     assert allocations.leaked() == 58
     assert rt.malloc is original  # the runtime is restored after the call
+
+
+def test_pinned_args_stay_numpy_arrays_on_the_host():
+    """Inputs named in pinned_args reach the function as NumPy arrays (page-locked on a GPU),
+    and the grader still sees it when the function modifies one."""
+    from autograder.measure import compare, run_case
+    from autograder.spec import Exercise, Out
+
+    ex = Exercise(name="upload", title="upload from pinned memory", backend="numba", args=("x", "out"),
+                  inputs=lambda p, rng: {"x": rng.random(p["n"], dtype=np.float32)},
+                  outputs={"out": Out(lambda p: (p["n"],))}, reference=lambda x: {"out": x},
+                  cases=lambda sim: [{"n": 5}], pinned_args=("x",))
+    params = {"n": 5}
+    inputs = ex.inputs(params, np.random.default_rng(0))
+    seen = []
+
+    def upload(x, out):
+        seen.append(type(x))
+        out.copy_to_device(x)
+
+    outputs, after, faults = run_case(ex, upload, params, inputs)
+    assert seen == [np.ndarray] and not faults
+    assert compare(ex, params, inputs, outputs, after).passed
+
+    def scribble(x, out):
+        out.copy_to_device(x)
+        x[0] += 1.0
+
+    outputs, after, faults = run_case(ex, scribble, params, inputs)
+    assert "input 'x' was modified" in compare(ex, params, inputs, outputs, after, faults).message
 
 
 def test_speed_score_is_linear_between_thresholds():
