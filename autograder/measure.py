@@ -55,7 +55,6 @@ class Device:
             self._device_sync = cp.cuda.runtime.deviceSynchronize
             self._asarray = cp.asarray
             self._flush_buf = None
-            self._spin = None
 
     # -- arrays
     def to_device(self, host: np.ndarray, backend: str):
@@ -96,22 +95,6 @@ class Device:
         if self._flush_buf is None:
             self._flush_buf = self.cp.empty(256 << 20, dtype=self.cp.uint8)
         self._flush_buf.fill(1)
-
-    def hold(self, seconds: float) -> None:
-        """Keep the GPU busy for ``seconds`` with a one-thread spin on its global timer.
-
-        Queued just before the start event, it lets the host queue the timed call's launches
-        while the GPU still spins, so the clock measures the GPU's work rather than Python's
-        launch overhead (Triton's do_bench gets the same effect from its cache flush).
-        """
-        if self._spin is None:
-            self._spin = self.cp.RawKernel(r"""
-            extern "C" __global__ void spin(unsigned long long ns) {
-                unsigned long long t0, t;
-                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-                do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
-            }""", "spin")
-        self._spin((1,), (1,), (np.uint64(int(seconds * 1e9)),))
 
     def event(self):
         return self._event()
@@ -531,9 +514,6 @@ def _fresh_rng() -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(_urandom(8), "little"))
 
 
-HOLD_CAP_S = 1e-3  # the longest the GPU is held before a timed call (see Device.hold)
-
-
 def time_exercise(ex: Exercise, fn: Callable, time_cap_s: float = 3.0, min_reps: int = 10,
                   max_reps: int = 200, watch: dict | None = None) -> SpeedResult:
     """Time fn against the exercise's baseline, interleaved, each call from a cold L2.
@@ -590,15 +570,6 @@ def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult
             for _ in range(2):
                 call(impl, s)
     dev.synchronize()
-    # How long the host takes to queue one call; the GPU is held at least twice that (capped)
-    # before each timed call starts, so Python's launch overhead is not counted as GPU time.
-    host_s = []
-    for impl in impls.values():
-        t0 = _perf_counter()
-        call(impl, sets[1])
-        host_s.append(_perf_counter() - t0)
-        dev.synchronize()
-    hold_s = 0.0 if ex.count_launch_overhead else min(HOLD_CAP_S, 2 * max(host_s) + 20e-6)
     for o in sets[0][2].values():
         dev.poison(o)
     dev.synchronize()
@@ -660,8 +631,6 @@ def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult
             for o in s[2].values():
                 dev.poison(o)
             dev._device_sync()  # the grader's own work is done before the clock starts
-            if hold_s:
-                dev.hold(hold_s)  # the GPU spins while the host queues the call
             dev._record(start)
             call(impls[name], s)
             dev._record(mid)  # on the null stream: passes side-stream work still running

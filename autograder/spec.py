@@ -73,7 +73,6 @@ class Exercise:
     gpu_only: bool = False  # needs real hardware (warp intrinsics, CuPy)
     host_args: tuple[str, ...] = ()  # NumPy inputs left on the host (pageable), e.g. for copy exercises
     pinned_args: tuple[str, ...] = ()  # NumPy inputs left on the host in pinned (page-locked) memory
-    count_launch_overhead: bool = False  # time the host's launch cost too (for exercises about it, e.g. CUDA graphs)
     check_leaks: bool = False  # on a GPU, device memory the call does not free fails the case
     tolerance: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # dtype -> (rtol, atol)
 
