@@ -78,8 +78,11 @@ def gemm_tflops(n: int, dtype: str, repeats: int = 10) -> float:
     return 2 * n**3 / seconds / 1e12
 
 
-def measure_ceilings(gemm_n: int = 8192) -> Ceilings:
+def measure_ceilings(gemm_n: int = 8192, copy_gbps: float | None = None) -> Ceilings:
     """Measure this GPU's roofs with library operations. Needs a GPU and CuPy.
+
+    Pass ``copy_gbps`` to reuse a copy bandwidth already measured in the notebook, so that
+    "% of the copy" and "% of the roof" refer to the same measurement.
 
     CuPy leaves TF32 off unless ``CUPY_TF32=1``, so the float32 GEMM runs on the CUDA
     cores; the float16 GEMM runs on the tensor cores.
@@ -94,13 +97,17 @@ def measure_ceilings(gemm_n: int = 8192) -> Ceilings:
         raise RuntimeError("CUPY_TF32 is set: the float32 GEMM would use tensor cores; unset it")
     name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
     name = name.decode() if isinstance(name, bytes) else name
-    return Ceilings(bandwidth_gbps=copy_bandwidth_gbps(), fp32_tflops=gemm_tflops(gemm_n, "float32"),
+    return Ceilings(bandwidth_gbps=copy_gbps or copy_bandwidth_gbps(), fp32_tflops=gemm_tflops(gemm_n, "float32"),
                     tensor_tflops=gemm_tflops(gemm_n, "float16"), source=f"measured on {name}")
 
 
 def plot(ceilings: Ceilings, kernels=(), ax=None, title: str | None = None,
-         intensity_range=(1 / 16, 1024), tensor: bool = True):
-    """Draw the roofs and place each ``Kernel`` on them; returns the axes."""
+         intensity_range=(1 / 16, 1024), tensor: bool = True, labels: str = "points"):
+    """Draw the roofs and place each ``Kernel`` on them; returns the axes.
+
+    ``labels="points"`` names each point beside it; ``labels="legend"`` names them in the legend,
+    for points that crowd together (kernels of the same intensity).
+    """
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -113,11 +120,14 @@ def plot(ceilings: Ceilings, kernels=(), ax=None, title: str | None = None,
         ax.loglog(x, ceilings.attainable_gflops(x, tflops), color=color, linestyle=style, linewidth=1.5,
                   label=f"{label}: {tflops:,.0f} TFLOP/s, ridge at {ceilings.ridge(tflops):.0f} FLOP/B")
     ax.plot([], [], " ", label=f"memory: {ceilings.bandwidth_gbps:,.0f} GB/s")
-    colors = plt.get_cmap("tab10").colors
+    colors = plt.get_cmap("tab10" if len(kernels) <= 10 else "tab20").colors
     for i, k in enumerate(kernels):
-        ax.loglog(k.intensity, k.gflops, "o", color=colors[i % 10], markersize=7)
-        ax.annotate(k.name, (k.intensity, k.gflops), textcoords="offset points", xytext=(6, -4 - 9 * (i % 2)),
-                    fontsize=8, color=colors[i % 10])
+        color = colors[i % len(colors)]
+        ax.loglog(k.intensity, k.gflops, "o", color=color, markersize=7,
+                  label=k.name if labels == "legend" else None)
+        if labels == "points":
+            ax.annotate(k.name, (k.intensity, k.gflops), textcoords="offset points",
+                        xytext=(6, -4 - 9 * (i % 2)), fontsize=8, color=color)
     ax.set_xlim(*intensity_range)
     top = max(r[1] for r in roofs) * 1e3
     ax.set_ylim(top / 1e5, top * 2)

@@ -60,6 +60,12 @@ def _is_cuda_jit(dec: ast.expr) -> bool:
     return isinstance(target, ast.Attribute) and target.attr == "jit" and ast.unparse(target.value).endswith("cuda")
 
 
+def _is_device_function(dec: ast.expr) -> bool:
+    """@cuda.jit(device=True): compiled with the kernels that call it, needs no signature of its own."""
+    return isinstance(dec, ast.Call) and any(
+        k.arg == "device" and isinstance(k.value, ast.Constant) and k.value.value is True for k in dec.keywords)
+
+
 def gpu_kernels(path: Path):
     """(kernel defs from gpu-tagged cells, all cuda.jit defs and constants of the notebook)."""
     nb = json.loads(path.read_text())
@@ -74,7 +80,7 @@ def gpu_kernels(path: Path):
             if isinstance(node, ast.FunctionDef) and any(_is_cuda_jit(d) for d in node.decorator_list):
                 # from the first decorator to the end of the body
                 prelude.append("\n".join(src.splitlines()[node.decorator_list[0].lineno - 1:node.end_lineno]))
-                if gpu:
+                if gpu and not any(_is_device_function(d) for d in node.decorator_list):
                     wanted.append(node.name)
             elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
                 try:
@@ -148,13 +154,14 @@ def _notebook_with_gpu_cell(tmp_path, body: str) -> Path:
 def test_ptx_check_compiles_kernels_that_call_device_functions(tmp_path):
     path = tmp_path / "d.ipynb"
     path.write_text(json.dumps({"cells": [
-        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-         "source": "@cuda.jit(device=True)\ndef square(v):\n    return v * v\n"},
+        {"cell_type": "code", "metadata": {"tags": ["gpu"]}, "outputs": [], "execution_count": None,
+         "source": "@cuda.jit(device=True)\ndef square(v):\n    return v * v\n"},  # in a gpu cell too
         {"cell_type": "code", "metadata": {"tags": ["gpu"]}, "outputs": [], "execution_count": None,
          "source": "@cuda.jit('void(float32[:])')\ndef squares(x):\n    i = cuda.grid(1)\n"
                    "    if i < x.size:\n        x[i] = square(x[i])\n"}],
         "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     wanted, r, report = compile_gpu_kernels(path)
+    assert wanted == ["squares"]  # a device function needs no signature of its own
     assert r.returncode == 0 and report == {"squares": "ok"}, r.stderr[-2000:]
 
 

@@ -36,3 +36,13 @@ def test_plot_draws_roofs_and_points():
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("FP32" in s for s in legend) and any("tensor" in s for s in legend)
     assert any("4,800 GB/s" in s for s in legend)
+
+
+def test_plot_can_name_crowded_points_in_the_legend():
+    same = [Kernel(f"k{i}", 1e9, 8e9, 1e-3 * (i + 1)) for i in range(12)]  # one intensity, 12 points
+    ax = plot(H200_DATASHEET, same, labels="legend")
+    assert len(ax.texts) == 0
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert all(f"k{i}" in legend for i in range(12))
+    colors = {tuple(line.get_color()) for line in ax.lines if line.get_label().startswith("k")}
+    assert len(colors) == 12  # no colour repeats among 12 points
