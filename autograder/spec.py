@@ -106,6 +106,15 @@ class Lab:
         return sum(e.max_points for e in self.exercises)
 
 
+# Forbidden-name lists the labs share (patterns for Exercise.forbidden). Scalar constructors
+# stay allowed: np.int32(n) as a kernel argument is fine; array maths on the host is not.
+SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.float32", "!numpy.float64")
+NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host", "*.copy_to_device",
+                "numba.cuda.to_device") + SCALARS
+# CuPy array methods that copy or fill: the copy a learner is asked to write themselves.
+CUPY_ARRAY_COPIES = ("*.copy", "*.get", "*.set", "*.fill", "*.copy_from*", "*.copy_to*", "*.astype")
+
+
 def uniform(rng: np.random.Generator, shape, dtype="float32") -> np.ndarray:
     """Random data with a random offset and scale, so no case is all near zero or one."""
     offset = rng.uniform(-4.0, 4.0)

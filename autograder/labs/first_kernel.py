@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..spec import Exercise, Lab, Out, Speed, awkward_1d, uniform
-
-# Scalar types are fine (np.int32(n) for a kernel argument); array maths on the host is not.
-SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.float32", "!numpy.float64")
-NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host", "*.copy_to_device",
-                "numba.cuda.to_device") + SCALARS
+from ..spec import Exercise, Lab, NO_HOST_MATH, Out, SCALARS, Speed, awkward_1d, uniform
 
 
 def _vec(n):

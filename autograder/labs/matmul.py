@@ -7,12 +7,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..spec import Exercise, Lab, Out, Speed, uniform
+from ..spec import Exercise, Lab, NO_HOST_MATH as BASE_NO_HOST_MATH, Out, SCALARS, Speed, uniform
 
-# Scalar types are fine (np.int32(n) for a kernel argument); array maths on the host is not.
-SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.float32", "!numpy.float64")
-NO_HOST_MATH = ("numpy.*", "cupy.*", "cupyx.*", "torch.*", "*.copy_to_host", "*.copy_to_device",
-                "numba.cuda.to_device", "operator.matmul") + SCALARS
+# cuBLAS is not host maths, but it is not the learner's kernel either (cupyx, a @ b).
+NO_HOST_MATH = BASE_NO_HOST_MATH + ("cupyx.*", "operator.matmul")
 # The CuPy exercise: a raw kernel, not cuBLAS (cupy.matmul, cupy.dot, cupy.cublas, ...).
 CUPY_KERNEL_ONLY = ("cupy.*", "!cupy.RawKernel", "!cupy.RawModule", "!cupy.int32", "!cupy.int64",
                     "!cupy.float32", "cupyx.*", "numpy.*", "torch.*", "*.get", "*.set", "*.dot",

@@ -7,16 +7,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..spec import Exercise, Lab, Out, Speed, awkward_1d, uniform
+from ..spec import CUPY_ARRAY_COPIES, Exercise, Lab, Out, Speed, awkward_1d, uniform
+from ..spec import NO_HOST_MATH as SPEC_NO_HOST_MATH, SCALARS as SPEC_SCALARS
 
-# Scalar types are fine (np.int64(n) for a kernel argument); array maths on the host is not.
-SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.uint64", "!numpy.float32",
-           "!numpy.float64")
-NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host", "*.copy_to_device",
-                "numba.cuda.to_device") + SCALARS
+SCALARS = SPEC_SCALARS + ("!numpy.uint64",)  # addresses as kernel arguments
+NO_HOST_MATH = SPEC_NO_HOST_MATH + ("!numpy.uint64",)
 # CuPy's runtime bindings (cupy.cuda.runtime.malloc, memcpy, free, ...) and raw kernels are
 # allowed; CuPy array maths and the array methods that copy are not.
-CUPY_ARRAY_COPIES = ("*.copy", "*.get", "*.set", "*.fill", "*.copy_from*", "*.copy_to*", "*.astype")
 CUPY_RAW_ONLY = ("cupy.*", "!cupy.cuda", "!cupy.cuda.*", "numpy.*", "torch.*") + CUPY_ARRAY_COPIES + SCALARS
 
 LARGE = 10_000_019  # large and odd: no power-of-two grid covers it exactly (40 MB of float32)

@@ -7,13 +7,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..spec import Exercise, Lab, Out, Speed, awkward_1d, uniform
+from ..spec import CUPY_ARRAY_COPIES, Exercise, Lab, NO_HOST_MATH, Out, SCALARS, Speed, awkward_1d, uniform
 
-# Scalar types are fine (np.float32(a) for a kernel argument); array maths on the host is not.
-SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.float32", "!numpy.float64")
-NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host", "*.copy_to_device",
-                "numba.cuda.to_device") + SCALARS
-CUPY_ARRAY_COPIES = ("*.copy", "*.get", "*.set", "*.fill", "*.copy_from*", "*.copy_to*", "*.astype")
 # The CuPy exercises: one kernel of your own (raw or elementwise), no CuPy array maths or cupy.fuse.
 CUPY_KERNEL_ONLY = ("cupy.*", "!cupy.ElementwiseKernel", "!cupy.RawKernel", "!cupy.RawModule",
                     "!cupy.cuda", "!cupy.cuda.*", "!cupy.float32", "!cupy.int32", "!cupy.int64",

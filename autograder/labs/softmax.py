@@ -8,12 +8,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..spec import Exercise, Lab, Out, Speed
+from ..spec import Exercise, Lab, NO_HOST_MATH, Out, SCALARS, Speed
 
-# Scalar types are fine (np.int32(n) for a kernel argument); array maths on the host is not.
-SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.float32", "!numpy.float64")
-NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host", "*.copy_to_device",
-                "numba.cuda.to_device") + SCALARS
 # The CuPy exercise: a raw kernel, not CuPy's (or torch's) array operations.
 CUPY_KERNEL_ONLY = ("cupy.*", "!cupy.RawKernel", "!cupy.RawModule", "!cupy.float32", "!cupy.int32",
                     "!cupy.int64", "!cupy.cuda", "!cupy.cuda.*", "numpy.*", "torch.*", "*.get", "*.set",

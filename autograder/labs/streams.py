@@ -7,16 +7,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..spec import Exercise, Lab, Out, Speed, uniform
+from ..spec import CUPY_ARRAY_COPIES, Exercise, Lab, Out, SCALARS as SPEC_SCALARS, Speed, uniform
 
-# Scalar types are fine (np.int64(n) for a kernel argument, np.float32 as a dtype).
-SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.uint64", "!numpy.float32",
-           "!numpy.float64")
+SCALARS = SPEC_SCALARS + ("!numpy.uint64",)  # addresses as kernel arguments
 # Numba exercises: uploads (to_device, copy_to_device) are the point; host maths and
 # round trips through the host are not.
 NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host") + SCALARS
 # The CuPy exercise: raw kernels, temporaries from the pool, streams, events and graphs.
-CUPY_ARRAY_COPIES = ("*.copy", "*.get", "*.set", "*.fill", "*.copy_from*", "*.copy_to*", "*.astype")
 CUPY_LAUNCHES_ONLY = ("cupy.*", "!cupy.RawKernel", "!cupy.RawModule", "!cupy.empty", "!cupy.empty_like",
                       "!cupy.cuda", "!cupy.cuda.*", "!cupy.float32", "!cupy.int32", "!cupy.int64",
                       "numpy.*", "torch.*") + CUPY_ARRAY_COPIES + SCALARS

@@ -7,12 +7,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..spec import Exercise, Lab, Out, Speed, awkward_1d, uniform
+from ..spec import Exercise, Lab, NO_HOST_MATH, Out, SCALARS, Speed, awkward_1d, uniform
 
-# Scalar types are fine (np.int32(n) for a kernel argument); array maths on the host is not.
-SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.float32", "!numpy.float64")
-NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host", "*.copy_to_device",
-                "numba.cuda.to_device") + SCALARS
 # The CuPy exercise: a raw kernel, not CuPy's reductions. Reading the SM count is allowed.
 CUPY_KERNEL_ONLY = ("cupy.*", "!cupy.RawKernel", "!cupy.RawModule", "!cupy.int32", "!cupy.int64",
                     "!cupy.cuda.Device", "!cupy.cuda.runtime.getDeviceProperties",
