@@ -55,6 +55,20 @@ class Device:
             self._device_sync = cp.cuda.runtime.deviceSynchronize
             self._asarray = cp.asarray
             self._flush_buf = None
+            # Build the grader's own kernels now, before any learner code can patch CuPy.
+            self._hold = self._build_hold()
+            cp.ones(1, dtype=cp.int32).max()  # the flush's reduction kernel, compiled
+
+    def _build_hold(self):
+        cp = self.cp
+        kernel = cp.RawKernel(_HOLD_SOURCE, "grader_hold")
+        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+        smem = int(props.get("sharedMemPerBlockOptin", 0)) or int(props["sharedMemPerBlock"])
+        try:
+            kernel.max_dynamic_shared_size_bytes = smem  # compiles and loads the kernel
+        except Exception:  # an older GPU or driver: the default 48 KiB still fills most SMs
+            smem = int(props["sharedMemPerBlock"])
+        return kernel, int(props["multiProcessorCount"]), smem
 
     # -- arrays
     def to_device(self, host: np.ndarray, backend: str):
@@ -91,14 +105,38 @@ class Device:
             self.cuda.synchronize()
 
     def flush_l2(self) -> None:
-        """Write 256 MiB so the next timed call starts with a cold L2 (60 MB on an H200)."""
+        """Read 256 MiB so the next timed call starts with a cold L2 (60 MB on an H200).
+
+        Reading, not writing: the L2 is left holding clean lines, so the timed call does not
+        pay for writing the flush's own data back to memory."""
         if self._flush_buf is None:
-            self._flush_buf = self.cp.empty(256 << 20, dtype=self.cp.uint8)
-        self._flush_buf.fill(1)
+            self._flush_buf = self.cp.ones(64 << 20, dtype=self.cp.int32)
+        self._flush_buf.max()
+
+    def hold(self, seconds: float) -> None:
+        """Keep every SM of the GPU busy for ``seconds`` (the grader's own kernel, on the
+        default stream), so the host can queue the calls to be timed before the first starts.
+
+        Each block takes all of an SM's shared memory, so no other kernel, on any stream, can
+        run beside it: work a submission hides on another stream cannot finish unclocked."""
+        kernel, sms, smem = self._hold
+        kernel((sms,), (1024,), (np.int64(seconds * 1e9),), shared_mem=smem)
 
     def event(self):
         return self._event()
 
+
+# Spins until `ns` nanoseconds have passed on the GPU's global timer. The shared memory is
+# allocated at launch (one block per SM takes all of it); the never-taken branch keeps it.
+_HOLD_SOURCE = r"""
+extern "C" __global__ void __launch_bounds__(1024, 1) grader_hold(long long ns) {
+    extern __shared__ int held[];
+    long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+    if (t < 0) held[threadIdx.x] = 0;
+}
+"""
 
 _DEVICE: Device | None = None
 
@@ -551,9 +589,11 @@ def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult
         return host, args, outs
 
     # Each timed sample is BATCH calls back to back, each on its own set of buffers, between two
-    # events. While the GPU runs one call the host launches the next, so the host's launch cost
-    # (tens of microseconds for a Python launch) is hidden behind the GPU's work, as it is in a
-    # real program, and the sample measures the GPU. Separate sets keep each call's data cold.
+    # events. The grader first holds the GPU busy for as long as the host takes to launch the
+    # batch, then records the start event: the calls are queued by the time the clock starts,
+    # so the sample measures the GPU's work, not the host's cost of a Python launch (tens of
+    # microseconds, hidden behind the GPU's work in a real program). Separate sets keep each
+    # call's data cold.
     sets = [make_set() for _ in range(BATCH)]
     flags: list[str] = []
 
@@ -572,10 +612,26 @@ def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult
     impls = {"submission": fn}
     if ex.baseline is not None:
         impls["baseline"] = ex.baseline
+    launch_s = 0.0  # the host's time to launch one call, the slower of the two
     for impl in impls.values():  # warm-up: compile, load modules, create handles
         for s in sets:
             for _ in range(2):
                 call(impl, s)
+        dev.synchronize()
+        spent = []
+        for s in sets:
+            t0 = _perf_counter()
+            call(impl, s)
+            spent.append(_perf_counter() - t0)
+            dev.synchronize()
+        launch_s = max(launch_s, float(np.median(spent)))
+    # Long enough to queue the whole batch; capped, since a call that waits for the GPU itself
+    # (a copy to the host, say) gains nothing from a longer hold.
+    hold_s = min(max(1.5 * BATCH * launch_s, 50e-6), 5e-3)
+    if ex.launch_cost_counts or _on_host(ex):
+        # No hold: launch costs are the point, or copies from the host could run on the copy
+        # engines beside the hold (it fills the SMs, not the copy engines) and go unclocked.
+        hold_s = 0.0
     dev.synchronize()
     for o in sets[0][2].values():
         dev.poison(o)
@@ -633,12 +689,14 @@ def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult
             if name == "submission" and scratch is not None:
                 for which in range(BATCH):
                     perturb(which)
-            dev.flush_l2()
             for s in sets:
                 for o in s[2].values():
                     dev.poison(o)
+            dev.flush_l2()  # after the poison: its dirty lines are written back now, unclocked
             dev._device_sync()  # the grader's own work is done before the clock starts
-            dev._record(start)
+            if hold_s:
+                dev.hold(hold_s)
+            dev._record(start)  # fires when the hold ends, with the calls queued behind it
             for s in sets:
                 call(impls[name], s)
             dev._record(mid)  # on the null stream: passes side-stream work still running

@@ -74,6 +74,9 @@ class Exercise:
     host_args: tuple[str, ...] = ()  # NumPy inputs left on the host (pageable), e.g. for copy exercises
     pinned_args: tuple[str, ...] = ()  # NumPy inputs left on the host in pinned (page-locked) memory
     check_leaks: bool = False  # on a GPU, device memory the call does not free fails the case
+    # True where the host's cost of launching is what the exercise is about (CUDA graphs): the
+    # grader then times the calls as launched, without first holding the GPU (measure.py).
+    launch_cost_counts: bool = False
     tolerance: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # dtype -> (rtol, atol)
 
     def tol(self, dtype: str) -> tuple[float, float]:

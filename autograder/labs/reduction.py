@@ -228,26 +228,36 @@ def _numba_baselines():
         pivot = x[0]
         stride = cuda.gridsize(1)
         i = cuda.grid(1)
-        a1 = float32(0)
+        a1 = float32(0)  # four pairs of sums: four independent loads in flight
         a2 = float32(0)
         b1 = float32(0)
         b2 = float32(0)
-        while i + stride < n:
-            d = x[i] - pivot
-            e = x[i + stride] - pivot
-            a1 += d
-            a2 += d * d
-            b1 += e
-            b2 += e * e
-            i += 2 * stride
+        e1 = float32(0)
+        e2 = float32(0)
+        f1 = float32(0)
+        f2 = float32(0)
+        while i + 3 * stride < n:
+            d0 = x[i] - pivot
+            d1 = x[i + stride] - pivot
+            d2 = x[i + 2 * stride] - pivot
+            d3 = x[i + 3 * stride] - pivot
+            a1 += d0
+            a2 += d0 * d0
+            b1 += d1
+            b2 += d1 * d1
+            e1 += d2
+            e2 += d2 * d2
+            f1 += d3
+            f2 += d3 * d3
+            i += 4 * stride
         while i < n:
-            d = x[i] - pivot
-            a1 += d
-            a2 += d * d
+            d0 = x[i] - pivot
+            a1 += d0
+            a2 += d0 * d0
             i += stride
         t = cuda.threadIdx.x
-        s1[t] = a1 + b1
-        s2[t] = a2 + b2
+        s1[t] = (a1 + b1) + (e1 + f1)
+        s2[t] = (a2 + b2) + (e2 + f2)
         cuda.syncthreads()
         s = BLOCK // 2
         while s > 0:
@@ -455,11 +465,12 @@ LAB = Lab(
             cases=_mv_cases,
             timing_case={"n": TIMED, "shift": 1000},
             baseline=_base_mean_var,
-            baseline_name="reference kernels (shifted sums, one wave)",
+            baseline_name="reference kernels (shifted sums, one wave, four loads in flight)",
             bytes_moved=lambda p: 4 * p["n"],
             flops=lambda p: 4 * p["n"],
             points=2,
-            # Welford's update divides once per element; full points from 0.7x leave room for it.
+            # The reference reads at about 93% of the copy on an H200. Welford's update divides
+            # once per element; full points from 0.7x leave room for it.
             speed=Speed(1, full_at=0.7, zero_at=0.3),
             forbidden=NO_HOST_MATH,
             tolerance=MV_TOL,
