@@ -46,6 +46,8 @@ def checker(lab_name: str):
         for use in forbidden_uses(source, ex.name, ex.forbidden):
             print(f"warning: {use} is forbidden in this exercise; the grader gives 0 for it")
         rng = np.random.default_rng()
+        if ex.simulate is not None:
+            return _check_policy(ex, fn, rng, dev.simulator, result)
         print(f"{ex.title}: {ex.name}({', '.join(ex.args)})")
         print(f"  {'case':<28} {'result':<6} {'max abs err':>11}  note")
         for params in ex.cases(dev.simulator):
@@ -100,3 +102,32 @@ def checker(lab_name: str):
         return result
 
     return check
+
+
+def _check_policy(ex, fn, rng, simulator: bool, result: CheckResult) -> CheckResult:
+    """A policy exercise: simulate every case, then judge the records as the grader does."""
+    print(f"{ex.title}: {ex.name}({', '.join(ex.args)})")
+    cases = [(dict(p), ex.inputs(p, rng)) for p in ex.cases(simulator)]
+    try:
+        records = [ex.simulate(fn, params, inputs) for params, inputs in cases]
+    except NotImplementedError:
+        print("  not implemented yet")
+        return result
+    verdict = ex.assess(cases, records)
+    failing = [line for line in verdict.lines if not line.startswith("pass")]
+    for line in failing[:5]:  # dozens of cases: show what to fix, not every pass
+        print("  " + line)
+    if len(failing) > 5:
+        print(f"  ... and {len(failing) - 5} more")
+    print(("Correctness: " if verdict.passed else "") + verdict.message)
+    result.cases = [measure.CaseResult(p, line.startswith("pass"), None, line)
+                    for (p, _), line in zip(cases, verdict.lines)]
+    result.passed = verdict.passed
+    if not verdict.passed:
+        return result
+    result.points = ex.points
+    if ex.speed is not None:
+        pts = ex.speed.score(verdict.ratio)
+        result.points += pts
+        print(f"{verdict.summary}: {pts:g}/{ex.speed.points:g} speed points (full at {ex.speed.full_at:g}x)")
+    return result

@@ -47,7 +47,7 @@ def cmd_grade(args) -> int:
     simulator = args.simulator or not gpu_present()
     gpus: list[str | None] = [g.strip() for g in args.gpus.split(",")] if args.gpus else [None]
     if simulator and not args.quiet:
-        print("No GPU (or --simulator): grading correctness in the CUDA simulator; speed is not scored.",
+        print("No GPU (or --simulator): grading correctness in the CUDA simulator; kernel speed is not scored.",
               file=sys.stderr)
     if args.sanitize and simulator:
         raise SystemExit("autograder: --sanitize needs a GPU (compute-sanitizer checks real kernels)")

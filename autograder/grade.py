@@ -242,6 +242,12 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
                         res.message = load_error
                         continue
                 cases = make_cases(ex, index, seed, simulator)
+                if ex.simulate is not None:
+                    simulate_policy(ex, worker, cases, timeout, res)
+                    if not res.passed and worker.proc.poll() is not None:
+                        worker.close()
+                        worker = None
+                    continue
                 log_start = log_path.stat().st_size
                 reply = worker.request({"op": "run", "exercise": ex.name, "cases": cases}, timeout)
                 found = sanitizer_findings(log_path, log_start) if sanitize else []
@@ -289,6 +295,46 @@ def judge(ex: Exercise, cases, answers, res: ExerciseResult) -> None:
     n_ok = sum(line.startswith("pass") for line in res.cases)
     res.message = (f"all {len(cases)} cases correct" if res.passed
                    else f"{n_ok} of {len(cases)} cases correct")
+
+
+class PolicyFailed(Exception):
+    """The learner's policy raised, returned something unusable, or used a forbidden call."""
+
+
+def simulate_policy(ex: Exercise, worker: Worker, cases, timeout: float, res: ExerciseResult) -> None:
+    """A policy exercise: the simulation runs here, in the parent, on inputs only it has
+    seen; each decision is one call of the learner's function in the worker, which sees only
+    that call's arguments. Then the records are judged here."""
+    deadline = time.monotonic() + timeout
+
+    def policy(*args):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise WorkerFailed(f"the simulation did not finish within {timeout:.0f} s (a slow policy?)")
+        reply = worker.request({"op": "call", "exercise": ex.name, "args": args}, left)
+        if not reply.get("ok"):
+            raise PolicyFailed(reply.get("error", "failed"))
+        return reply["value"]
+
+    records = []
+    for params, inputs in cases:
+        try:
+            records.append(ex.simulate(policy, params, inputs))
+        except PolicyFailed as exc:
+            res.message = f"{exc} on case {describe(params)}"
+            return
+        except (TypeError, ValueError, IndexError) as exc:  # the simulator refused an answer
+            res.message = f"{ex.name}({', '.join(ex.args)}) answered something the engine cannot run: {exc} " \
+                          f"(case {describe(params)})"
+            return
+    verdict = ex.assess(cases, records)
+    res.cases = list(verdict.lines)
+    res.passed = verdict.passed
+    res.correctness = ex.points if res.passed else 0.0
+    res.message = verdict.message
+    if res.passed and ex.speed is not None:
+        res.timing = {"measured": False, "ratio": verdict.ratio, "summary": verdict.summary}
+        res.speed = ex.speed.score(verdict.ratio)
 
 
 def score_speed(ex: Exercise, timed: dict, res: ExerciseResult) -> None:

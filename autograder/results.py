@@ -55,6 +55,8 @@ def gradescope_json(res: SubmissionResult) -> dict:
                                  f"({t['baseline_median_s'] * 1e6:.1f} us)")
                 if t.get("gbps") is not None:
                     lines.append(f"{t['gbps']:.0f} GB/s, {t['pct_of_copy']:.0f}% of this GPU's copy bandwidth")
+            elif t.get("summary"):  # a policy exercise: the ratio comes from simulation
+                lines.append(t["summary"])
             elif not e.passed:
                 lines.append("not timed: correctness must pass first")
             lines += [f"flag: {f}" for f in e.flags]

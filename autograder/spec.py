@@ -18,10 +18,16 @@ Params = Mapping[str, int]
 
 @dataclass(frozen=True)
 class Out:
-    """An output argument: its shape for a case, and its dtype."""
+    """An output argument: its shape for a case, and its dtype.
+
+    Outputs start poisoned (NaN, or a sentinel integer), so an element the call never writes
+    fails. ``init`` names an input whose values the output starts with instead: for updates
+    in place (append to a cache), where the elements the call must not touch are checked too.
+    """
 
     shape: Callable[[Params], tuple[int, ...]]
     dtype: str = "float32"
+    init: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,14 @@ class Exercise:
     # grader then times the calls as launched, without first holding the GPU (measure.py).
     launch_cost_counts: bool = False
     tolerance: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # dtype -> (rtol, atol)
+    # An answer that is a policy, not a kernel (a batching scheduler). The parent runs
+    # simulate(policy, params, inputs) -> {name: host array}, a record of what the policy did,
+    # where policy(*args) is the learner's function called in the worker over the socket: the
+    # learner's code sees only its arguments, never the simulator's future. The parent then
+    # judges the records with assess(cases, records) -> Assessment. Nothing runs on a GPU, so
+    # such exercises are graded the same way in simulator mode, speed included.
+    simulate: Callable[..., dict[str, np.ndarray]] | None = None
+    assess: Callable[..., "Assessment"] | None = None
 
     def tol(self, dtype: str) -> tuple[float, float]:
         return self.tolerance.get(dtype) or DEFAULT_TOLERANCE.get(dtype, (0.0, 0.0))
@@ -85,6 +99,17 @@ class Exercise:
     @property
     def max_points(self) -> float:
         return self.points + (self.speed.points if self.speed else 0.0)
+
+
+@dataclass
+class Assessment:
+    """The parent's verdict on a policy exercise's records (see ``Exercise.simulate``)."""
+
+    passed: bool
+    lines: list[str]  # one per case: "pass ..." or "FAIL ...", as for kernels
+    message: str
+    ratio: float | None = None  # the submission's figure of merit over the reference's: speed points
+    summary: str = ""  # how the ratio was found, for the learner and the gradebook
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ def main(fd: int) -> None:
         fn = namespace.get(ex.name)
         if msg["op"] == "run":
             wire.send(sock, run_cases(ex, fn, msg["cases"], filename))
+        elif msg["op"] == "call":
+            wire.send(sock, call_policy(ex, fn, msg["args"], filename))
         elif msg["op"] == "time":
             try:
                 speed = measure.time_exercise(ex, fn, watch=watched)
@@ -85,6 +87,26 @@ def signature_problem(ex, fn) -> str:
     except ValueError:
         return ""
     return ""
+
+
+def call_policy(ex, fn, args, filename) -> dict:
+    """One decision of a policy exercise: fn(*args), whose answer must be an int or a list of ints."""
+    if fn is None or not callable(fn):
+        return {"kind": "call", "ok": False, "error": f"no function named '{ex.name}' was defined"}
+    problem = signature_problem(ex, fn)
+    if problem:
+        return {"kind": "call", "ok": False, "error": problem}
+    # No run-time guard here: it would wrap library functions on every one of thousands of
+    # calls, and the policy can reach nothing worth guarding (the simulation is in the parent).
+    try:
+        answer = fn(*args)
+        if isinstance(answer, bool) or not isinstance(answer, (int, list, tuple, range)) and not hasattr(answer, "__index__"):
+            raise TypeError(f"{ex.name} must return an int or a list of ints, not {type(answer).__name__}")
+        value = int(answer) if not isinstance(answer, (list, tuple, range)) else [int(k) for k in answer]
+    except BaseException as exc:  # noqa: BLE001
+        return {"kind": "call", "ok": False,
+                "error": f"{ex.name}({', '.join(ex.args)}) raised " + learner_traceback(exc, filename)}
+    return {"kind": "call", "ok": True, "value": value}
 
 
 def run_cases(ex, fn, cases, filename) -> dict:

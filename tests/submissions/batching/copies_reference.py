@@ -1,0 +1,2 @@
+def schedule(waiting, now):
+    return engine.reference_schedule(waiting, now)
