@@ -8,6 +8,7 @@ Learner output goes to the log file the parent gave us as stdout and stderr.
 from __future__ import annotations
 
 import linecache
+import operator
 import socket
 import sys
 import traceback
@@ -100,9 +101,12 @@ def call_policy(ex, fn, args, filename) -> dict:
     # calls, and the policy can reach nothing worth guarding (the simulation is in the parent).
     try:
         answer = fn(*args)
-        if isinstance(answer, bool) or not isinstance(answer, (int, list, tuple, range)) and not hasattr(answer, "__index__"):
-            raise TypeError(f"{ex.name} must return an int or a list of ints, not {type(answer).__name__}")
-        value = int(answer) if not isinstance(answer, (list, tuple, range)) else [int(k) for k in answer]
+        try:  # ints cross the socket as JSON; the simulator checks their meaning
+            if isinstance(answer, bool):
+                raise TypeError
+            value = [int(k) for k in answer] if isinstance(answer, (list, tuple, range)) else operator.index(answer)
+        except (TypeError, ValueError):
+            raise TypeError(f"{ex.name} must return an int or a list of ints, not {answer!r}"[:300]) from None
     except BaseException as exc:  # noqa: BLE001
         return {"kind": "call", "ok": False,
                 "error": f"{ex.name}({', '.join(ex.args)}) raised " + learner_traceback(exc, filename)}

@@ -248,7 +248,7 @@ def simulate(policy, params, inputs) -> dict[str, np.ndarray]:
     return out
 
 
-def _split(record: dict, rungs: int) -> dict[int, dict]:
+def _split(record: dict) -> dict[int, dict]:
     """The concatenated record of a case, cut back into one record per rung tried."""
     rung = np.asarray(record["rung"], dtype=np.int64)
     size = np.asarray(record["size"], dtype=np.int64)
@@ -270,7 +270,7 @@ def _capacity_of_case(inputs, record) -> tuple[float, float, str]:
     between the highest rung tried within it and the rung above it. Also the p99 at the
     lightest rate, and a problem ("" when every record is valid)."""
     rates = ladder()
-    per_rung = _split(record, len(rates))
+    per_rung = _split(record)
     p99s = {}
     for k, rec in sorted(per_rung.items()):
         lat, problem = latencies(inputs["arrivals"] / rates[k], inputs["tokens"], rec)
