@@ -1,4 +1,5 @@
-"""Test-run setup: simulator mode without a GPU; cells tagged ``gpu`` skipped there."""
+"""Test-run setup: simulator mode without a GPU; cells tagged ``gpu`` skipped there, and cells
+tagged ``multigpu`` (tests marked so) skipped with fewer than two GPUs."""
 from __future__ import annotations
 
 import os
@@ -10,9 +11,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))  # the course packages, also without pip install -e
 
-from course.device import gpu_present  # noqa: E402
+from course.device import gpu_count, gpu_present  # noqa: E402
 
 GPU = gpu_present() and os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0")
+MULTI_GPU = GPU and gpu_count() >= 2
 if not GPU:
     # Set before anything imports numba, here and in every notebook kernel nbval starts.
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -22,13 +24,17 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.g
 
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a GPU (simulator mode)")
+    skip_multi = pytest.mark.skip(reason="needs two or more GPUs")
     for item in items:
         cell = getattr(item, "cell", None)
         if cell is not None:  # an nbval notebook cell
-            if not GPU and "gpu" in cell.get("metadata", {}).get("tags", []):
+            tags = cell.get("metadata", {}).get("tags", [])
+            if (not GPU and "gpu" in tags) or (not MULTI_GPU and "multigpu" in tags):
                 item.options["skip"] = True
         elif "gpu" in item.keywords and not GPU:
             item.add_marker(skip_gpu)
+        elif "multigpu" in item.keywords and not MULTI_GPU:
+            item.add_marker(skip_multi)
 
 
 def pytest_ignore_collect(collection_path, config):

@@ -76,6 +76,11 @@ class Device:
             if self.cp is None:
                 raise RuntimeError("this exercise needs CuPy and a GPU")
             return self.cp.asarray(host)
+        if backend == "torch":  # on the GPU; on the CPU in simulator mode (torch needs no simulator)
+            import torch
+
+            tensor = torch.from_numpy(np.array(host, copy=True))
+            return tensor if self.simulator else tensor.to("cuda")
         return self.cuda.to_device(host)
 
     def pinned_copy(self, host: np.ndarray) -> np.ndarray:
@@ -87,13 +92,17 @@ class Device:
     def to_host(self, dev) -> np.ndarray:
         if hasattr(dev, "copy_to_host"):
             return dev.copy_to_host()
+        if _is_tensor(dev):
+            return dev.detach().cpu().numpy()
         return self.cp.asnumpy(dev)
 
     def poison(self, dev) -> None:
         """Fill an output with NaN (or a sentinel for integers) so unwritten elements fail."""
-        dtype = np.dtype(dev.dtype)
+        dtype = _np_dtype(dev)
         value = _guard_fill(dtype)
-        if self.cp is not None:
+        if _is_tensor(dev):
+            dev.fill_(value.item() if isinstance(value, np.generic) else value)
+        elif self.cp is not None:
             self._asarray(dev).fill(value)
         else:
             dev.copy_to_device(np.full(dev.shape, value, dtype=dtype))
@@ -124,6 +133,18 @@ class Device:
 
     def event(self):
         return self._event()
+
+
+def _is_tensor(x) -> bool:
+    """A torch tensor (the "torch" backend), found without importing torch."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "fill_")
+
+
+def _np_dtype(x) -> np.dtype:
+    """The NumPy dtype of a device array or tensor."""
+    if _is_tensor(x):
+        return x.new_empty(0).cpu().numpy().dtype
+    return np.dtype(x.dtype)
 
 
 # Spins until `ns` nanoseconds have passed on the GPU's global timer. The shared memory is
@@ -667,7 +688,7 @@ def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult
             step = -step
         log2_scale[which] += step
         for k, v in sets[which][1].items():
-            if isinstance(v, np.ndarray) or not hasattr(v, "dtype") or np.dtype(v.dtype).kind != "f":
+            if isinstance(v, np.ndarray) or not hasattr(v, "dtype") or _np_dtype(v).kind != "f":
                 continue
             view = dev._asarray(v)
             view *= view.dtype.type(2.0 ** step)

@@ -62,7 +62,8 @@ DEFAULT_TOLERANCE = {
 class Exercise:
     name: str  # the function learners define
     title: str
-    backend: str  # "numba" or "cupy": the kind of device arrays passed in
+    backend: str  # "numba", "cupy" or "torch": the kind of device arrays passed in (torch
+    # tensors live on the GPU, or on the CPU in simulator mode, where no simulator is needed)
     args: tuple[str, ...]  # argument order of the contract
     inputs: Callable[[Params, np.random.Generator], dict[str, Any]]
     outputs: Mapping[str, Out]

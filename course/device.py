@@ -13,18 +13,23 @@ from functools import lru_cache
 
 
 @lru_cache(maxsize=1)
-def gpu_present() -> bool:
-    """True when the CUDA driver loads and reports at least one device."""
+def gpu_count() -> int:
+    """How many devices the CUDA driver reports (0 when it does not load)."""
     for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
         try:
             lib = ctypes.CDLL(name)
         except OSError:
             continue
         if lib.cuInit(0) != 0:
-            return False
+            return 0
         count = ctypes.c_int(0)
-        return lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
-    return False
+        return count.value if lib.cuDeviceGetCount(ctypes.byref(count)) == 0 else 0
+    return 0
+
+
+def gpu_present() -> bool:
+    """True when the CUDA driver loads and reports at least one device."""
+    return gpu_count() > 0
 
 
 def simulator_requested() -> bool:

@@ -260,6 +260,39 @@ def test_pinned_args_stay_numpy_arrays_on_the_host():
     assert "input 'x' was modified" in compare(ex, params, inputs, outputs, after, faults).message
 
 
+def test_torch_backend_passes_tensors_poisons_outputs_and_sees_mutation():
+    """backend="torch": tensors on the GPU (on the CPU in simulator mode); unwritten outputs
+    stay NaN and fail; a modified input is seen."""
+    pytest.importorskip("torch")
+    from autograder.measure import compare, run_case
+    from autograder.spec import Exercise, Out
+
+    ex = Exercise(name="linear", title="x @ w.T", backend="torch", args=("x", "w", "out"),
+                  inputs=lambda p, rng: {"x": rng.random((p["n"], 4), dtype=np.float32),
+                                         "w": rng.random((3, 4), dtype=np.float32)},
+                  outputs={"out": Out(lambda p: (p["n"], 3))}, reference=lambda x, w: {"out": x @ w.T},
+                  cases=lambda sim: [{"n": 5}])
+    params = {"n": 5}
+    inputs = ex.inputs(params, np.random.default_rng(0))
+    seen = []
+
+    def right(x, w, out):
+        seen.append(type(x).__module__)
+        out.copy_(x @ w.T)
+
+    def half(x, w, out):
+        out[:2] = x[:2] @ w.T
+
+    def scribble(x, w, out):
+        out.copy_(x @ w.T)
+        w.mul_(2)
+
+    assert compare(ex, params, inputs, *run_case(ex, right, params, inputs)).passed
+    assert seen == ["torch"]
+    assert "never written" in compare(ex, params, inputs, *run_case(ex, half, params, inputs)).message
+    assert "input 'w' was modified" in compare(ex, params, inputs, *run_case(ex, scribble, params, inputs)).message
+
+
 def test_speed_score_is_linear_between_thresholds():
     s = Speed(2, full_at=0.8, zero_at=0.2)
     assert s.score(1.5) == 2 and s.score(0.2) == 0 and s.score(0.5) == 1.0
