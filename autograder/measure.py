@@ -463,8 +463,11 @@ class ForbiddenGuard:
                     continue
                 if any(fnmatch.fnmatch(full, ok) for ok in self.allowed):
                     continue
+                with warnings.catch_warnings():  # looking up a deprecated name warns
+                    warnings.simplefilter("ignore")
+                    found = getattr(mod, a, None)
                 # Plain functions only: wrapping classes or ufuncs would break their other uses.
-                if isinstance(getattr(mod, a, None), plain):
+                if isinstance(found, plain):
                     yield mod, a, full
 
     def __enter__(self):
@@ -593,7 +596,8 @@ def time_exercise(ex: Exercise, fn: Callable, time_cap_s: float = 3.0, min_reps:
 def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult:
     dev = device()
     if dev.simulator:
-        return SpeedResult(False, "speed not measured: the CUDA simulator does not time kernels")
+        return SpeedResult(False, "speed not measured: no GPU (simulator mode)" if ex.backend == "torch"
+                           else "speed not measured: the CUDA simulator does not time kernels")
     if dev.cp is None:
         return SpeedResult(False, "speed not measured: install CuPy to time kernels")
     if ex.timing_case is None:
@@ -688,6 +692,8 @@ def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult
             step = -step
         log2_scale[which] += step
         for k, v in sets[which][1].items():
+            if ex.scaled_inputs is not None and k not in ex.scaled_inputs:
+                continue
             if isinstance(v, np.ndarray) or not hasattr(v, "dtype") or _np_dtype(v).kind != "f":
                 continue
             view = dev._asarray(v)
@@ -756,7 +762,10 @@ def _time_exercise(ex, fn, time_cap_s, min_reps, max_reps, watch) -> SpeedResult
         if isinstance(v, np.ndarray) and k in _on_host(ex):
             args[k][...] = v
         elif isinstance(v, np.ndarray):
-            args[k].copy_to_device(v) if hasattr(args[k], "copy_to_device") else args[k].set(v)
+            if hasattr(args[k], "copy_to_device"):  # Numba
+                args[k].copy_to_device(v)
+            else:  # CuPy, or a torch tensor seen through CuPy (the same memory)
+                dev._asarray(args[k]).set(v)
         else:
             args[k] = v
     sets[0] = (fresh, args, outs)

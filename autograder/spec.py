@@ -84,6 +84,10 @@ class Exercise:
     # True where the host's cost of launching is what the exercise is about (CUDA graphs): the
     # grader then times the calls as launched, without first holding the GPU (measure.py).
     launch_cost_counts: bool = False
+    # The inputs the timing loop scales by powers of two between timed calls (to catch replayed
+    # outputs); None: every floating input. Name fewer where a softmax would turn the scaling
+    # into rounding noise beyond the check's tolerance (attention: scale only the values).
+    scaled_inputs: tuple[str, ...] | None = None
     tolerance: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # dtype -> (rtol, atol)
     # An answer that is a policy, not a kernel (a batching scheduler). The parent runs
     # simulate(policy, params, inputs) -> {name: host array}, a record of what the policy did,

@@ -102,7 +102,8 @@ def time_per_call(rank: Rank, fn: Callable[[], Any], iters: int = 20, warmup: in
 
 
 def _shipped_source(functions: Sequence[Callable]) -> str:
-    parts = ["import math\nimport numpy as np\nimport torch\nimport torch.distributed as dist\n"]
+    parts = ["import math\nimport numpy as np\nimport torch\nimport torch.distributed as dist\n"
+             "import torch.nn.functional as F\n"]
     for f in functions:
         try:
             parts.append(textwrap.dedent(inspect.getsource(f)))

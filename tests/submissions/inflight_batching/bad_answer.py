@@ -1,0 +1,3 @@
+# Returns a word, not positions.
+def schedule(waiting, running, free_blocks, now):
+    return "all"
