@@ -21,6 +21,7 @@ import numpy as np
 
 from course.llm import LLAMA2_7B
 
+from .. import capacity as cap_search
 from ..spec import Assessment, Exercise, Lab, Speed
 
 # The engine's cost model: a batch of b prompts padded to the longest, L tokens, takes
@@ -189,8 +190,7 @@ def _ideal_rate() -> float:
 
 def ladder() -> np.ndarray:
     """The arrival rates a policy is tried at, lowest first, each RATE_STEP above the last."""
-    low, high = 0.05 * _ideal_rate(), _ideal_rate()
-    return low * RATE_STEP ** np.arange(int(np.log(high / low) / np.log(RATE_STEP)) + 1)
+    return cap_search.ladder(0.05 * _ideal_rate(), _ideal_rate(), RATE_STEP)
 
 
 def trace(rate: float, n: int = N_REQUESTS, rng: np.random.Generator | None = None) -> dict:
@@ -238,11 +238,7 @@ def simulate(policy, params, inputs) -> dict[str, np.ndarray]:
         tried.append(rung)
         return not problem and p99(lat) <= BOUND_S
 
-    lo, hi = 0, len(rates) - 1
-    if within(lo) and not within(hi):
-        while hi - lo > 1:  # invariant: lo within, hi over
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if within(mid) else (lo, mid)
+    cap_search.search(len(rates), within)
     out = {k: np.concatenate([r[k] for r in records]) for k in records[0]}
     out["tried"] = np.array(tried, dtype=np.int64)
     return out
@@ -280,16 +276,7 @@ def _capacity_of_case(inputs, record) -> tuple[float, float, str]:
         if problem:
             return 0.0, math.inf, problem
         p99s[k] = p99(lat)
-    lightest = p99s.get(0, math.inf)
-    good = [k for k, v in p99s.items() if v <= BOUND_S]
-    if not lightest <= BOUND_S:
-        return 0.0, lightest, ""
-    k = max(good)
-    above = p99s.get(k + 1)
-    if above is None or not np.isfinite(above):  # the top of the ladder, or a run stopped early
-        return float(rates[k]), lightest, ""
-    frac = (BOUND_S - p99s[k]) / (above - p99s[k])
-    return float(rates[k] * RATE_STEP ** frac), lightest, ""
+    return cap_search.crossing(rates, RATE_STEP, p99s, BOUND_S), p99s.get(0, math.inf), ""
 
 
 def capacity(cases, records) -> tuple[float, list[float], list[float], list[str]]:
@@ -301,8 +288,7 @@ def capacity(cases, records) -> tuple[float, list[float], list[float], list[str]
         caps.append(cap)
         lightest.append(light)
         problems.append(problem)
-    mean = float(np.exp(np.mean(np.log(caps)))) if all(c > 0 for c in caps) else 0.0
-    return mean, caps, lightest, problems
+    return cap_search.geometric_mean(caps), caps, lightest, problems
 
 
 def assess(cases, records) -> Assessment:
@@ -320,14 +306,13 @@ def assess(cases, records) -> Assessment:
         else:
             lines.append(f"pass {where}: p99 within {bound} up to {c:.0f} requests/s "
                          f"(reference policy: {r:.0f})")
-    passed = all(line.startswith("pass") for line in lines)
-    failed = sum(not line.startswith("pass") for line in lines)
-    message = (f"every request served; p99 within the {bound} bound up to {cap:.0f} requests/s "
-               f"(geometric mean of {len(cases)} traces)" if passed else f"{failed} of {len(cases)} traces failed")
     ratio = cap / ref if ref else None
-    summary = (f"capacity {cap:.0f} requests/s at p99 <= {bound}; the reference policy's {ref:.0f} "
-               f"requests/s: {ratio:.2f}x" if passed and ratio is not None else "")
-    return Assessment(passed, lines, message, ratio, summary)
+    return cap_search.verdict(
+        cases, lines,
+        f"every request served; p99 within the {bound} bound up to {cap:.0f} requests/s "
+        f"(geometric mean of {len(cases)} traces)",
+        ratio, f"capacity {cap:.0f} requests/s at p99 <= {bound}; the reference policy's {ref:.0f} "
+               f"requests/s: {ratio or 0:.2f}x")
 
 
 # The reference policy is the yardstick, not an answer. (Nothing else needs forbidding: the

@@ -30,6 +30,7 @@ import numpy as np
 from course.llm import LLAMA2_7B
 from course.paging import blocks_for
 
+from .. import capacity as cap_search
 from ..spec import Assessment, Exercise, Lab, Speed
 
 # The engine's cost model. An iteration with `running` requests decoding and newcomers
@@ -329,8 +330,7 @@ def _ideal_rate() -> float:
 
 def ladder() -> np.ndarray:
     """The arrival rates a policy is tried at, lowest first, each RATE_STEP above the last."""
-    low, high = 0.03 * _ideal_rate(), _ideal_rate()
-    return low * RATE_STEP ** np.arange(int(np.log(high / low) / np.log(RATE_STEP)) + 1)
+    return cap_search.ladder(0.03 * _ideal_rate(), _ideal_rate(), RATE_STEP)
 
 
 def late_share(arrivals, outputs, result) -> float:
@@ -361,11 +361,7 @@ def simulate(policy, params, inputs) -> dict[str, np.ndarray]:
         tried.append(rung)
         return late_share(arrivals, inputs["outputs"], result) <= 1 - ON_TIME
 
-    lo, hi = 0, len(rates) - 1
-    if within(lo) and not within(hi):
-        while hi - lo > 1:  # invariant: lo within, hi over
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if within(mid) else (lo, mid)
+    cap_search.search(len(rates), within)
     out = {k: np.concatenate([r[k] for r in records]) for k in ("it", "size", "admitted", "rung")}
     out["tried"] = np.array(tried, dtype=np.int64)
     return out
@@ -412,11 +408,8 @@ def _capacity_of_case(inputs, record) -> tuple[float, float, int, str]:
     if not lightest <= 1 - ON_TIME:
         return 0.0, lightest, preemptions.get(0, 0), ""
     k = max(j for j, v in shares.items() if v <= 1 - ON_TIME)
-    above = shares.get(k + 1)
-    if above is None or above >= 1.0:  # the top of the ladder, or a run stopped early
-        return float(rates[k]), lightest, preemptions[k], ""
-    frac = (1 - ON_TIME - shares[k]) / (above - shares[k])
-    return float(rates[k] * RATE_STEP ** frac), lightest, preemptions[k], ""
+    # A share of 1.0 marks a run stopped early (late_share): no point to interpolate towards.
+    return cap_search.crossing(rates, RATE_STEP, shares, 1 - ON_TIME, ceiling=1.0), lightest, preemptions[k], ""
 
 
 def capacity(cases, records):
@@ -424,8 +417,7 @@ def capacity(cases, records):
     lightest rate, preemptions at its capacity, problem)."""
     per_case = [_capacity_of_case(inputs, record) for (_, inputs), record in zip(cases, records)]
     caps = [c[0] for c in per_case]
-    mean = float(np.exp(np.mean(np.log(caps)))) if all(c > 0 for c in caps) else 0.0
-    return mean, per_case
+    return cap_search.geometric_mean(caps), per_case
 
 
 def assess(cases, records) -> Assessment:
@@ -443,14 +435,13 @@ def assess(cases, records) -> Assessment:
         else:
             lines.append(f"pass {where}: {ON_TIME:.0%} on time up to {c:.1f} requests/s, {pre} preemptions "
                          f"there (reference policy: {ref_case[0]:.1f} requests/s, {ref_case[2]} preemptions)")
-    passed = all(line.startswith("pass") for line in lines)
-    failed = sum(not line.startswith("pass") for line in lines)
-    message = (f"every request served; {ON_TIME:.0%} on time up to {cap:.1f} requests/s (geometric mean of "
-               f"{len(cases)} traces)" if passed else f"{failed} of {len(cases)} traces failed")
     ratio = cap / ref if ref else None
-    summary = (f"capacity {cap:.1f} requests/s with {ON_TIME:.0%} on time; the reference policy's "
-               f"{ref:.1f} requests/s: {ratio:.2f}x" if passed and ratio is not None else "")
-    return Assessment(passed, lines, message, ratio, summary)
+    return cap_search.verdict(
+        cases, lines,
+        f"every request served; {ON_TIME:.0%} on time up to {cap:.1f} requests/s (geometric mean of "
+        f"{len(cases)} traces)",
+        ratio, f"capacity {cap:.1f} requests/s with {ON_TIME:.0%} on time; the reference policy's "
+               f"{ref:.1f} requests/s: {ratio or 0:.2f}x")
 
 
 NOT_THE_REFERENCE = ("*.reference_schedule", "reference_schedule")
