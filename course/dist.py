@@ -29,6 +29,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -138,9 +139,12 @@ def launch(target: str, nprocs: int = 2, ship: Sequence[Callable] = (), backend:
             raise RuntimeError(f"{target} on {nprocs} processes did not finish in {timeout_s:.0f} s") from None
         missing = [r for r in range(nprocs) if not (d / f"rank{r}.json").exists()]
         if proc.returncode != 0 or missing:
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:])
+            # Each failing rank wrote its own traceback: torchrun's summary can bury it.
+            errors = "".join(f"rank {r}:\n{(d / f'rank{r}.error').read_text()}" for r in range(nprocs)
+                             if (d / f"rank{r}.error").exists())
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
             raise RuntimeError(f"{target} failed on {nprocs} processes ({backend}), exit status "
-                               f"{proc.returncode}:\n{tail}")
+                               f"{proc.returncode}:\n{errors or tail}")
         if proc.stdout.strip():
             print(proc.stdout.rstrip())
         return [json.loads((d / f"rank{r}.json").read_text()) for r in range(nprocs)]
@@ -178,6 +182,9 @@ def _worker() -> None:
         result = fn(Rank(rank, world, device, call["backend"], shipped), **call["kwargs"])
         (d / f"rank{rank}.json.tmp").write_text(json.dumps(result))
         os.replace(d / f"rank{rank}.json.tmp", d / f"rank{rank}.json")
+    except BaseException:
+        (d / f"rank{rank}.error").write_text(traceback.format_exc())
+        raise
     finally:
         dist.destroy_process_group()
 
