@@ -7,8 +7,10 @@ Three kinds of helpers live here:
 * worker functions for :func:`course.dist.launch`, each called on every rank with a
   :class:`course.dist.Rank`: :func:`ddp_and_tp_check` (correctness, runs on CPU with gloo),
   :func:`ddp_timing` and :func:`tp_mlp_timing` (speed, for two GPUs with NCCL);
-* a decoder split into pipeline stages, in one process: :func:`split_decoder` and
-  :func:`pipelined_forward`.
+* a decoder split into pipeline stages: :func:`split_decoder`, run in one process by
+  :func:`pipelined_forward`, or one stage per rank by :func:`send_recv_forward`, which the
+  workers :func:`pipeline_check` (correctness, gloo or NCCL) and :func:`pipeline_timing`
+  (speed, for two GPUs) call.
 """
 from __future__ import annotations
 
@@ -464,3 +466,98 @@ def pipelined_forward(stages: Sequence[Stage], tokens, micro_batches: int):
             x = stage(x.to(stage.device, non_blocking=True), seq)
         outs.append(x)
     return torch.cat(outs)
+
+
+def send_recv_forward(rank, stage: Stage, tokens, micro_batches: int, width: int, dtype):
+    """One stage per rank: forward ``tokens`` (batch, seq) in ``micro_batches`` slices of rows.
+
+    Rank 0 embeds and runs its layers; rank k > 0 receives each slice's activations (rows, seq,
+    ``width``) from rank k - 1, runs its layers and, unless it is the last, sends the result on.
+    Every rank queues its work for slice i + 1 without waiting for its neighbours, so the
+    stages overlap. Returns the logits on the last rank, None on the others."""
+    import torch
+    import torch.distributed as dist
+
+    batch, seq = tokens.shape
+    last = rank.world - 1
+    outs, sends = [], []
+    for chunk in tokens.chunk(micro_batches, dim=0):
+        if rank.rank == 0:
+            x = chunk
+        else:
+            x = torch.empty(chunk.shape[0], seq, width, device=rank.device, dtype=dtype)
+            dist.recv(x, rank.rank - 1)
+        x = stage(x, seq)
+        if rank.rank < last:
+            sends.append(dist.isend(x.contiguous(), rank.rank + 1))
+        else:
+            outs.append(x)
+    for s in sends:
+        s.wait()
+    return torch.cat(outs) if rank.rank == last else None
+
+
+def pipeline_check(rank, micro_batches: Sequence[int] = (1, 2, 4), batch: int = 8, seq: int = 32) -> dict:
+    """``llm.TINY`` split over the ranks, one stage each, run by :func:`send_recv_forward`:
+    the last rank compares the logits with the whole model's, for each number of micro-batches.
+    Every rank builds the same model from the same seed; each keeps only its own stage."""
+    import torch
+
+    from course import llm
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 products, so the split is exact to rounding
+    model = llm.build(llm.TINY, seed=0, device=rank.device)
+    tokens = torch.randint(0, llm.TINY.vocab, (batch, seq), generator=torch.Generator().manual_seed(3)).to(rank.device)
+    with torch.no_grad():
+        whole = model(tokens)
+        stage = split_decoder(model, [rank.device] * rank.world)[rank.rank]
+        out = {"layers": len(stage.layers), "max_diff": {}}
+        for m in micro_batches:
+            logits = send_recv_forward(rank, stage, tokens, m, llm.TINY.d_model, torch.float32)
+            if logits is not None:
+                out["max_diff"][m] = float((logits - whole).abs().max())
+    return out
+
+
+def pipeline_timing(rank, n_layers: int = 16, batch: int = 32, seq: int = 256,
+                    micro_batches: Sequence[int] = (1, 2, 4, 8, 16, 32), iters: int = 5, warmup: int = 2,
+                    shape: dict | None = None) -> dict:
+    """Forward (prefill) times of a pipeline of Llama-2-7B layers in bfloat16, one stage of
+    ``n_layers / world`` layers per rank, over a batch of ``batch`` x ``seq`` tokens, for each
+    number of micro-batches:
+
+    * ``pipeline``: the whole batch through :func:`send_recv_forward`;
+    * ``stage``: one slice of ``batch / m`` rows through this rank's stage alone, no
+      communication (the slowest rank's), the ``t`` of the bubble formula.
+
+    Each rank builds only its own stage (its own random weights: the times do not depend on
+    them). Every time is the slowest rank's (:func:`course.dist.time_per_call`). ``shape``
+    overrides fields of the config (a smaller model, to try the function on the CPU).
+    """
+    import torch
+    import torch.distributed as dist
+
+    from course import llm
+    from course.dist import time_per_call
+
+    dev, p = rank.device, rank.world
+    dtype = torch.bfloat16 if rank.on_gpu else torch.float32
+    cfg = llm.LLAMA2_7B.scaled(**{"n_layers": n_layers // p, **(shape or {})})
+    model = llm.build(cfg, seed=rank.rank, device=dev, dtype=dtype)
+    stage = Stage(model, 0, cfg.n_layers, dev, embed=rank.rank == 0, head=rank.rank == p - 1)
+    tokens = torch.randint(0, cfg.vocab, (batch, seq), generator=torch.Generator().manual_seed(0)).to(dev)
+    out = {"layers_per_stage": cfg.n_layers, "batch": batch, "seq": seq, "stages": p, "cases": []}
+    with torch.inference_mode():
+        for m in micro_batches:
+            rows = batch // m
+            x = tokens[:rows] if rank.rank == 0 else torch.randn(rows, seq, cfg.d_model, device=dev, dtype=dtype)
+
+            def one_batch():
+                send_recv_forward(rank, stage, tokens, m, cfg.d_model, dtype)
+                # Batches must not overlap: rank 0 starting the next batch while the last rank
+                # finishes this one would hide the bubble the timing is meant to show.
+                rank.sync()
+                dist.barrier()
+            out["cases"].append({"micro_batches": m, "stage": time_per_call(rank, lambda: stage(x, seq), iters, warmup),
+                                 "pipeline": time_per_call(rank, one_batch, iters, warmup)})
+    return out
