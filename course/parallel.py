@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from typing import Sequence
 
 # --------------------------------------------------------------------------- formulas
@@ -528,7 +529,9 @@ def pipeline_timing(rank, n_layers: int = 16, batch: int = 32, seq: int = 256,
 
     * ``pipeline``: the whole batch through :func:`send_recv_forward`;
     * ``stage``: one slice of ``batch / m`` rows through this rank's stage alone, no
-      communication (the slowest rank's), the ``t`` of the bubble formula.
+      communication (the slowest rank's), the ``t`` of the bubble formula;
+    * ``queue``: the host's time to queue that slice's kernels, the GPU idle (the median call):
+      the floor under ``stage`` however small the slice.
 
     Each rank builds only its own stage (its own random weights: the times do not depend on
     them). Every time is the slowest rank's (:func:`course.dist.time_per_call`). ``shape``
@@ -558,6 +561,15 @@ def pipeline_timing(rank, n_layers: int = 16, batch: int = 32, seq: int = 256,
                 # finishes this one would hide the bubble the timing is meant to show.
                 rank.sync()
                 dist.barrier()
+            queue = []  # host seconds to queue one slice's kernels on this stage, the GPU idle
+            for _ in range(iters):
+                rank.sync()
+                start = time.perf_counter()
+                stage(x, seq)
+                queue.append(time.perf_counter() - start)
+            slowest_queue = torch.tensor([sorted(queue)[len(queue) // 2]], dtype=torch.float64, device=dev)
+            dist.all_reduce(slowest_queue, op=dist.ReduceOp.MAX)
             out["cases"].append({"micro_batches": m, "stage": time_per_call(rank, lambda: stage(x, seq), iters, warmup),
+                                 "queue": float(slowest_queue.item()),
                                  "pipeline": time_per_call(rank, one_batch, iters, warmup)})
     return out

@@ -39,4 +39,4 @@ def test_pipeline_timing_reports_every_micro_batch_count():
                       micro_batches=[1, 2, 4], iters=2, warmup=1, shape=small)
     assert out[0] == out[1]  # every time is the slowest rank's, the same on both
     assert [c["micro_batches"] for c in out[0]["cases"]] == [1, 2, 4]
-    assert all(c["stage"] > 0 and c["pipeline"] > 0 for c in out[0]["cases"])
+    assert all(c["stage"] > 0 and c["queue"] > 0 and c["pipeline"] > 0 for c in out[0]["cases"])
