@@ -455,8 +455,8 @@ def pipelined_forward(stages: Sequence[Stage], tokens, micro_batches: int):
 
     The host queues micro-batch i on stage k + 1 right after queueing it on stage k, from one
     thread; activations move between devices with ``Tensor.to``. This shows the split is exact;
-    a pipeline that overlaps its stages runs one process per stage (send/recv). Returns the
-    logits, on the last stage's device."""
+    :func:`send_recv_forward` is the pipeline of one process per stage. Returns the logits, on
+    the last stage's device."""
     import torch
 
     seq = tokens.shape[1]
