@@ -97,9 +97,17 @@ def time_per_call(rank: Rank, fn: Callable[[], Any], iters: int = 20, warmup: in
         for _ in range(iters):
             fn()
         seconds = (time.perf_counter() - t0) / iters
-    slowest = torch.tensor([seconds], dtype=torch.float64, device=rank.device)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    return float(slowest.item())
+    return slowest(rank, seconds)
+
+
+def slowest(rank: Rank, seconds: float) -> float:
+    """The largest of every rank's ``seconds``, on every rank (a MAX all-reduce)."""
+    import torch
+    import torch.distributed as dist
+
+    longest = torch.tensor([seconds], dtype=torch.float64, device=rank.device)
+    dist.all_reduce(longest, op=dist.ReduceOp.MAX)
+    return float(longest.item())
 
 
 def _shipped_source(functions: Sequence[Callable]) -> str:

@@ -541,7 +541,7 @@ def pipeline_timing(rank, n_layers: int = 16, batch: int = 32, seq: int = 256,
     import torch.distributed as dist
 
     from course import llm
-    from course.dist import time_per_call
+    from course.dist import slowest, time_per_call
 
     dev, p = rank.device, rank.world
     dtype = torch.bfloat16 if rank.on_gpu else torch.float32
@@ -567,9 +567,7 @@ def pipeline_timing(rank, n_layers: int = 16, batch: int = 32, seq: int = 256,
                 start = time.perf_counter()
                 stage(x, seq)
                 queue.append(time.perf_counter() - start)
-            slowest_queue = torch.tensor([sorted(queue)[len(queue) // 2]], dtype=torch.float64, device=dev)
-            dist.all_reduce(slowest_queue, op=dist.ReduceOp.MAX)
             out["cases"].append({"micro_batches": m, "stage": time_per_call(rank, lambda: stage(x, seq), iters, warmup),
-                                 "queue": float(slowest_queue.item()),
+                                 "queue": slowest(rank, sorted(queue)[len(queue) // 2]),
                                  "pipeline": time_per_call(rank, one_batch, iters, warmup)})
     return out
