@@ -39,6 +39,16 @@ def strip_solutions(source: str, code: bool) -> str:
     return "\n".join(out)
 
 
+# On the site a lab's page is its release, without outputs; the executed solution is the page
+# listed under it, with this title in _toc.yml. The note under each release's title says so.
+SOLUTION_PAGE_TITLE = "Solution: a run on a GPU"
+NO_OUTPUTS_NOTE = (
+    "> **This notebook has no outputs yet: they appear as you run it.** It is the lab as you "
+    "receive it, with your answers still to write. On the course site, the page listed under this "
+    f"one, *{SOLUTION_PAGE_TITLE}*, shows the instructor's notebook with the outputs of a run on a GPU."
+)
+
+
 def student_notebook(nb: dict) -> dict:
     nb = copy.deepcopy(nb)
     for cell in nb["cells"]:
@@ -49,6 +59,7 @@ def student_notebook(nb: dict) -> dict:
             cell["outputs"] = []
             cell["execution_count"] = None
         cell.get("metadata", {}).pop("execution", None)
+    nb["cells"].insert(1, {"cell_type": "markdown", "metadata": {}, "source": NO_OUTPUTS_NOTE})
     # Only what a fresh notebook carries: executing the source must not change the release.
     meta = nb.get("metadata", {})
     nb["metadata"] = {k: meta[k] for k in ("kernelspec",) if k in meta}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autograder.labs import get_lab, lab_names
-from autograder.release import dumps, student_notebook, student_path
+from autograder.release import SOLUTION_PAGE_TITLE, dumps, student_notebook, student_path
 from autograder.submission import answer_of, strip_magics
 from course.notebooks import student_notebooks
 
@@ -35,6 +35,24 @@ def test_student_release_is_regenerated_exactly(lab):
     want = dumps(student_notebook(json.loads(src.read_text())))
     have = student_path(src).read_text()
     assert have == want, f"{student_path(src)} differs from its release: run `autograder release`"
+
+
+def test_the_site_lists_each_solution_under_its_release_by_the_title_the_release_names():
+    import yaml
+
+    def entries(node):
+        if isinstance(node, dict):
+            yield node
+            node = [v for v in node.values() if isinstance(v, (list, dict))]
+        if isinstance(node, list):
+            for child in node:
+                yield from entries(child)
+
+    toc = list(entries(yaml.safe_load((ROOT / "_toc.yml").read_text())))
+    for lab in LABS:
+        (release,) = [e for e in toc if e.get("file") == f"labs/{lab}/{lab}"]
+        assert [(e["file"], e.get("title")) for e in release["sections"]] == [
+            (f"labs/{lab}/solutions/{lab}", SOLUTION_PAGE_TITLE)]
 
 
 @pytest.mark.parametrize("lab", LABS)
