@@ -1,0 +1,630 @@
+"""Hostile submissions (tests/submissions/attacks) and the outcome a secure grader must give them.
+
+Every attack is graded through the command line, as an instructor would run it. The bank's
+expected.json says, per attack, the most (and for a few the least) its exercise may score and in
+which mode it is graded: "cpu" attacks run with --simulator (everywhere), "gpu" attacks on a GPU
+(skipped in simulator mode by the root conftest).
+
+- forged / library / speed attacks are graded a few runs per lab; each must score at most its
+  max_points (0 for most; the correctness points alone for speed attacks).
+- machine attacks run with canaries: a fake HOME holding secrets, a classmate's file beside the
+  attacks, another student's results.json already in the --out folder, a secret in the grader's own
+  environment, a listening socket on 127.0.0.1. Afterwards nothing may have leaked into the --out
+  folder, no canary may have changed, no daemon may write within ~6 s of the end, nothing may have
+  connected, no file may be left in the real /tmp, and the gradebook lists exactly the graded
+  submissions.
+- abort attacks (malformed replies, a reply followed by a reset connection, hostile notebooks and
+  file names, a non-numeric results.json planted in the --out folder, a reply dripped byte by byte,
+  a flood of reply bytes): `autograder grade` exits 0,
+  every submission is in grades.csv, nothing is written outside the --out folder, the run stays
+  within a few times --timeout and the grader's own memory stays bounded.
+
+ATTACK_GRADER_ROOT=/path/to/checkout grades with another checkout's autograder (e.g. an export of an
+older commit), the bank staying this one.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BANK = ROOT / "tests" / "submissions" / "attacks"
+HONEST = ROOT / "tests" / "submissions" / "first_kernel" / "correct.py"
+EXPECTED = {k: v for k, v in json.loads((BANK / "expected.json").read_text()).items() if not k.startswith("_")}
+GRADER_ROOT = Path(os.environ.get("ATTACK_GRADER_ROOT", ROOT)).resolve()
+TIMEOUT = 20  # --timeout of most runs, seconds per exercise
+TAG_VAR = "GPU_COURSE_ATTACK_TAG"  # marks every process a run starts, to find and end strays
+MARKER = "DAEMON_WAS_HERE"
+DAEMON_WAIT_S = 6.0
+
+
+def attack_file(key: str) -> Path:
+    lab, name = key.split("/", 1)
+    for suffix in (".py", ".ipynb"):
+        if (BANK / lab / (name + suffix)).exists():
+            return BANK / lab / (name + suffix)
+    raise FileNotFoundError(key)
+
+
+def keys(cls: set[str], mode: str, lab: str | None = None) -> list[str]:
+    return sorted(k for k, v in EXPECTED.items()
+                  if v["class"] in cls and mode in v["modes"] and (lab is None or k.startswith(lab + "/")))
+
+
+# --------------------------------------------------------------------------- running the grader
+@dataclass
+class Run:
+    out: Path
+    rc: int
+    seconds: float
+    maxrss_gb: float  # peak resident memory of the grader or any process it waited for
+    stdout: str
+    stderr: str
+    subs: list[Path]
+
+    def explain(self) -> str:
+        return f"rc={self.rc} after {self.seconds:.1f} s\n--- stdout\n{self.stdout[-2000:]}\n--- stderr\n{self.stderr[-3000:]}"
+
+
+def _ppid_map() -> dict[int, int]:
+    parents = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    parents[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return parents
+
+
+def _descendants(pid: int) -> list[int]:
+    parents, found, todo = _ppid_map(), [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parents.items() if pp == p]
+        found += kids
+        todo += kids
+    return found
+
+
+def _tagged(tag: str) -> list[int]:
+    """Processes (of this user) whose environment carries this run's tag: daemons included."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f:
+                    if needle in f.read():
+                        found.append(int(d))
+            except OSError:
+                continue
+    return found
+
+
+def _kill(pids) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def end_strays(tag: str) -> None:
+    """End every process left from a run (by pid, found by its tag)."""
+    _kill(_tagged(tag))
+
+
+def grade(lab: str, subs: list[Path], out: Path, *extra: str, env: dict | None = None, limit_s: float = 600,
+          tag: str | None = None) -> Run:
+    """`python -m autograder grade` on these files; killed (with every process it started) after limit_s."""
+    tag = tag or uuid.uuid4().hex
+    full_env = dict(os.environ, **(env or {}))
+    full_env[TAG_VAR] = tag
+    if GRADER_ROOT != ROOT:
+        full_env["PYTHONPATH"] = str(GRADER_ROOT)
+    logs = out.parent / f".{out.name}-grader-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "autograder", "grade", "--lab", lab, "--out", str(out), *extra, *map(str, subs)]
+    tmp_before = set(os.listdir("/tmp"))
+    started = time.monotonic()
+    with open(logs / "stdout", "w") as so, open(logs / "stderr", "w") as se:
+        proc = subprocess.Popen(cmd, cwd=GRADER_ROOT, env=full_env, stdout=so, stderr=se, stdin=subprocess.DEVNULL)
+        status = rusage = None
+        try:
+            while status is None:
+                pid, st, ru = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    status, rusage = st, ru
+                elif time.monotonic() - started > limit_s:
+                    break
+                else:
+                    time.sleep(0.05)
+        finally:
+            if status is None:  # hung, or the test was interrupted: end the grader and all it started
+                _kill(_descendants(proc.pid) + _tagged(tag))
+                _kill([proc.pid])
+                _, status, rusage = os.wait4(proc.pid, 0)
+                for name in set(os.listdir("/tmp")) - tmp_before:  # the killed grader's working folders
+                    if name.startswith("autograder-"):
+                        shutil.rmtree(Path("/tmp") / name, ignore_errors=True)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.monotonic() - started
+    return Run(out, proc.returncode, seconds, rusage.ru_maxrss / 2**20, (logs / "stdout").read_text(errors="replace"),
+               (logs / "stderr").read_text(errors="replace"), list(subs))
+
+
+def results(out: Path) -> dict[str, tuple[str, dict]]:
+    """Submission file name -> (its folder in the --out folder, its results.json)."""
+    found = {}
+    for path in sorted(out.glob("*/results.json")):
+        try:
+            res = json.loads(path.read_text())
+            name = res.get("extra_data", {}).get("submission") or path.parent.name
+        except (OSError, ValueError, AttributeError):
+            continue
+        found[name] = (path.parent.name, res)
+    return found
+
+
+def exercise_score(res: dict, exercise: str) -> float:
+    return round(sum(float(t.get("score", 0)) for t in res.get("tests", [])
+                     if t.get("extra_data", {}).get("exercise") == exercise), 2)
+
+
+def feedback(res: dict, exercise: str) -> str:
+    return "\n".join(str(t.get("output", "")) for t in res.get("tests", [])
+                     if t.get("extra_data", {}).get("exercise") == exercise)
+
+
+def gradebook(out: Path) -> dict[str, dict[str, str]]:
+    with open(out / "grades.csv", newline="") as f:
+        return {row["submission"]: row for row in csv.DictReader(f)}
+
+
+def check_scores(run: Run, keys_: list[str], name_of=lambda k: attack_file(k).name) -> list[str]:
+    """Problems with the scores of these attacks in a run, in words."""
+    found, problems = results(run.out), []
+    for key in keys_:
+        exp = EXPECTED[key]
+        name = name_of(key)
+        if name not in found:
+            problems.append(f"{key}: no results.json for {name} in {run.out}")
+            continue
+        res = found[name][1]
+        score = exercise_score(res, exp["exercise"])
+        if not exp.get("min_points", 0) <= score <= exp["max_points"]:
+            problems.append(f"{key}: {exp['exercise']} scored {score}, expected "
+                            f"{exp.get('min_points', 0)} to {exp['max_points']}; feedback: "
+                            f"{feedback(res, exp['exercise'])[:300]!r}; printed: "
+                            f"{res.get('extra_data', {}).get('printed_tail', '')[-600:]!r}")
+        if exp.get("words") and exp["words"] not in feedback(res, exp["exercise"]):
+            problems.append(f"{key}: feedback lacks {exp['words']!r}: {feedback(res, exp['exercise'])[:300]!r}")
+    return problems
+
+
+def check_book(run: Run, extra_rows: set[str] = frozenset(), optional_rows: set[str] = frozenset()) -> list[str]:
+    """grades.csv exists, lists every graded submission exactly once (plus extra_rows), nothing else
+    (but optional_rows), and every score in it is a number."""
+    if not (run.out / "grades.csv").is_file():
+        return [f"no grades.csv in {run.out}"]
+    book = gradebook(run.out)
+    found = results(run.out)
+    problems = []
+    folders = set()
+    for sub in run.subs:
+        if sub.name not in found:
+            problems.append(f"{sub.name}: not graded (no results.json in the --out folder)")
+        else:
+            folders.add(found[sub.name][0])
+    missing = (folders | set(extra_rows)) - set(book)
+    unexpected = set(book) - folders - set(extra_rows) - set(optional_rows)
+    if missing:
+        problems.append(f"grades.csv lacks {sorted(missing)}")
+    if unexpected:
+        problems.append(f"grades.csv has rows nobody submitted: {sorted(unexpected)}")
+    for name, row in book.items():
+        for col, value in row.items():
+            if col not in ("submission",):
+                try:
+                    float(value)
+                except (TypeError, ValueError):
+                    problems.append(f"grades.csv: {name}.{col} = {value!r} is not a number")
+    return problems
+
+
+# --------------------------------------------------------------------------- forged, library, speed
+KERNEL_CLASSES = {"forged", "library", "speed"}
+LABS = ("first_kernel", "reduction", "batching")
+
+
+def _group(tmp_path_factory, mode: str, lab: str, cache: dict) -> Run:
+    """Grade, once per session, every kernel attack of a lab in one mode, plus the lab's abort attacks
+    that are not run with canaries (the policy lab's)."""
+    if lab not in cache:
+        ks = keys(KERNEL_CLASSES, mode, lab) + (keys({"abort"}, mode, lab) if lab == "batching" else [])
+        exercises = sorted({EXPECTED[k]["exercise"] for k in ks})
+        out = tmp_path_factory.mktemp(f"{mode}-{lab}") / "out"
+        extra = [a for e in exercises for a in ("--exercise", e)]
+        if mode == "cpu":
+            extra += ["--simulator", "--timeout", str(TIMEOUT), "--memory-limit", "2"]
+        else:
+            extra += ["--timeout", "60"]
+        run = grade(lab, [attack_file(k) for k in ks], out, *extra, limit_s=900)
+        cache[lab] = (run, ks)
+    return cache[lab][0]
+
+
+@pytest.fixture(scope="session")
+def cpu_group(tmp_path_factory):
+    cache: dict = {}
+    return lambda lab: _group(tmp_path_factory, "cpu", lab, cache)
+
+
+@pytest.fixture(scope="session")
+def gpu_group(tmp_path_factory):
+    cache: dict = {}
+    return lambda lab: _group(tmp_path_factory, "gpu", lab, cache)
+
+
+CPU_KERNEL = keys(KERNEL_CLASSES, "cpu") + keys({"abort"}, "cpu", "batching")
+GPU_KERNEL = keys(KERNEL_CLASSES, "gpu")
+
+
+@pytest.mark.parametrize("key", CPU_KERNEL)
+def test_cpu_attack_scores_nothing(cpu_group, key):
+    run = cpu_group(key.split("/")[0])
+    problems = check_scores(run, [key])
+    assert not problems, "\n".join(problems) + "\n" + run.explain()
+
+
+@pytest.mark.parametrize("lab", [lab for lab in LABS if any(k.startswith(lab + "/") for k in CPU_KERNEL)])
+def test_cpu_groups_grade_every_submission(cpu_group, lab):
+    run = cpu_group(lab)
+    problems = ([f"exit code {run.rc}"] if run.rc != 0 else []) + check_book(run)
+    assert not problems, "\n".join(problems) + "\n" + run.explain()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", GPU_KERNEL)
+def test_gpu_attack_scores_nothing(gpu_group, key):
+    run = gpu_group(key.split("/")[0])
+    problems = check_scores(run, [key])
+    assert not problems, "\n".join(problems) + "\n" + run.explain()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lab", [lab for lab in LABS if any(k.startswith(lab + "/") for k in GPU_KERNEL)])
+def test_gpu_groups_grade_every_submission(gpu_group, lab):
+    run = gpu_group(lab)
+    problems = ([f"exit code {run.rc}"] if run.rc != 0 else []) + check_book(run)
+    assert not problems, "\n".join(problems) + "\n" + run.explain()
+
+
+# --------------------------------------------------------------------------- the machine
+def _tree(folder: Path) -> dict[str, bytes]:
+    """Every file under a folder: relative path -> content."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _tmp_entries() -> set[str]:
+    return {n for n in os.listdir("/tmp") if not n.startswith("pytest-of-")}
+
+
+def _clean_tmp(before: set[str]) -> None:
+    """Remove what the attacks left in /tmp (only names they use)."""
+    for name in _tmp_entries() - before:
+        if name.startswith("gpu-course-attack-") or name in ("numba.py", "sitecustomize.py"):
+            path = Path("/tmp") / name
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def _results_files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.glob("*/results.json"))}
+
+
+@dataclass
+class Canaries:
+    secrets: dict[str, str]
+    home: Path
+    subs_dir: Path
+    out: Path
+    listener: socket.socket
+    env: dict[str, str]
+    tmp_before: set[str]
+    home_before: dict[str, bytes]
+    subs_before: dict[str, bytes]
+    canary_results: bytes
+
+
+def _canaries(base: Path) -> Canaries:
+    token = uuid.uuid4().hex[:12]
+    secrets = {"home": f"HOME-SECRET-{token}", "solution": f"SOLUTION-SECRET-{token}",
+               "classmate": f"CLASSMATE-SECRET-{token}", "grader_env": f"ENV-SECRET-{token}"}
+    home = base / "home"
+    (home / "solutions").mkdir(parents=True)
+    (home / "secret.txt").write_text(secrets["home"] + "\n")
+    (home / "solutions" / "lab0_solution.py").write_text(f"# {secrets['solution']}\n")
+    (home / ".bashrc").write_text("export PATH=$PATH\n")
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    (home / ".license_port").write_text(f"{port}\n")
+    subs_dir = base / "submissions"
+    subs_dir.mkdir()
+    (subs_dir / "classmate.py").write_text(f"# {secrets['classmate']}: my own work, do not copy\n"
+                                           + HONEST.read_text())
+    shutil.copy(HONEST, subs_dir / "zz_victim.py")
+    out = base / "out"
+    (out / "canary_student").mkdir(parents=True)
+    canary = {"score": 2.0, "execution_time": 1.0, "output": "2 of 8 points (simulator mode)",
+              "tests": [{"name": "vector_add: correctness (Vector add)", "score": 2.0, "max_score": 2.0,
+                         "status": "passed", "output": "all 8 cases correct", "visibility": "visible",
+                         "extra_data": {"exercise": "vector_add", "part": "correctness"}}],
+              "extra_data": {"submission": "canary_student.py", "lab": "first_kernel", "mode": "simulator",
+                             "max_score": 8.0, "printed_tail": ""}}
+    (out / "canary_student" / "results.json").write_text(json.dumps(canary, indent=2))
+    env = {"HOME": str(home), "LICENSE_SERVER_PORT": str(port), "AUTOGRADER_API_TOKEN": secrets["grader_env"]}
+    return Canaries(secrets, home, subs_dir, out, listener, env, _tmp_entries(), {}, {},
+                    (out / "canary_student" / "results.json").read_bytes())
+
+
+def _accepted(listener: socket.socket) -> list[bytes]:
+    got = []
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except (BlockingIOError, OSError):
+            return got
+        conn.settimeout(1.0)
+        try:
+            got.append(conn.recv(65536))
+        except OSError:
+            got.append(b"")
+        conn.close()
+
+
+@dataclass
+class MachineRun:
+    run: Run
+    can: Canaries
+    markers: list[Path]
+    connections: list[bytes]
+    tmp_new: set[str]
+    home_after: dict[str, bytes]
+    subs_after: dict[str, bytes]
+    canary_after: bytes | None
+    leaks: list[str]
+    late_changes: list[str]  # results.json files changed after grading ended
+
+
+def _machine_run(base: Path, attack_keys: list[str], extra_subs: list[str]) -> MachineRun:
+    can = _canaries(base)
+    subs = []
+    for key in attack_keys:
+        subs.append(can.subs_dir / attack_file(key).name)
+        shutil.copy(attack_file(key), subs[-1])
+    subs += [can.subs_dir / n for n in extra_subs]
+    can.home_before, can.subs_before = _tree(can.home), _tree(can.subs_dir)
+    tag = uuid.uuid4().hex
+    try:
+        run = grade("first_kernel", subs, can.out, "--exercise", "vector_add", "--simulator", "--timeout",
+                    str(TIMEOUT), "--memory-limit", "2", env=can.env, tag=tag, limit_s=600)
+        at_end = _results_files(can.out)
+        time.sleep(DAEMON_WAIT_S)  # a daemon's moment: after grading ends
+        markers = [p for d in (can.out, can.home, can.subs_dir, base) for p in d.rglob(MARKER)]
+        later = _results_files(can.out)
+        late_changes = sorted(k for k in at_end.keys() | later.keys() if at_end.get(k) != later.get(k))
+        connections = _accepted(can.listener)
+        tmp_new = _tmp_entries() - can.tmp_before
+        canary_path = can.out / "canary_student" / "results.json"
+        leaks = []
+        for path in sorted(p for p in can.out.rglob("*") if p.is_file()):
+            data = path.read_bytes()
+            leaks += [f"{which} secret in {path.relative_to(can.out)}" for which, s in can.secrets.items()
+                      if s.encode() in data]
+        return MachineRun(run, can, markers, connections, tmp_new, _tree(can.home), _tree(can.subs_dir),
+                          canary_path.read_bytes() if canary_path.exists() else None, leaks, late_changes)
+    finally:
+        end_strays(tag)
+        can.listener.close()
+        _clean_tmp(can.tmp_before)
+
+
+MACHINE = [k for k in keys({"machine"}, "cpu") if not k.endswith("/plant_module")]
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    return _machine_run(tmp_path_factory.mktemp("machine"), MACHINE, ["classmate.py", "zz_victim.py"])
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """The module planter, followed by an honest student: alone, so its daemon meets that student."""
+    return _machine_run(tmp_path_factory.mktemp("plant"), ["first_kernel/plant_module"], ["zz_victim.py"])
+
+
+def test_machine_grading_completes(machine):
+    run = machine.run
+    problems = ([f"exit code {run.rc}"] if run.rc != 0 else []) + check_book(run, {"canary_student"})
+    problems += check_scores(run, MACHINE)
+    found = results(run.out)
+    for honest in ("classmate.py", "zz_victim.py"):
+        if honest in found and exercise_score(found[honest][1], "vector_add") != 2:
+            problems.append(f"{honest} (an honest submission) scored {exercise_score(found[honest][1], 'vector_add')}")
+    assert not problems, "\n".join(problems) + "\n" + run.explain()
+
+
+def test_machine_no_secret_reaches_the_out_folder(machine):
+    assert not machine.leaks, "\n".join(machine.leaks)
+
+
+def test_machine_home_unchanged(machine):
+    before, after = machine.can.home_before, machine.home_after
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"files changed or added in the instructor's home: {changed}"
+
+
+def test_machine_classmates_unchanged(machine):
+    before, after = machine.can.subs_before, machine.subs_after
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"files changed or added in the submissions folder: {changed}"
+
+
+def test_machine_other_results_unchanged(machine):
+    assert machine.canary_after == machine.can.canary_results, \
+        f"another student's results.json changed: {(machine.canary_after or b'(deleted)')[:300]!r}"
+
+
+def test_machine_no_daemon_outlives_grading(machine):
+    assert not machine.markers and not machine.late_changes, (
+        "a process of a submission lived on: " + ", ".join(
+            f"{p}: {p.read_text(errors='replace').strip()!r}" for p in machine.markers)
+        + f"; results.json changed after grading ended: {machine.late_changes}")
+
+
+def test_machine_no_network(machine):
+    assert not machine.connections, f"{len(machine.connections)} connection(s) reached 127.0.0.1; they sent: " \
+                                    f"{[c[:200] for c in machine.connections]}"
+
+
+def test_machine_no_files_left_in_tmp(machine):
+    assert not machine.tmp_new, f"left in /tmp: {sorted(machine.tmp_new)}"
+
+
+def test_planted_module_breaks_nobody(planted):
+    run = planted.run
+    problems = ([f"exit code {run.rc}"] if run.rc != 0 else []) + check_book(run, {"canary_student"})
+    found = results(run.out)
+    victim = found.get("zz_victim.py")
+    if victim is None or exercise_score(victim[1], "vector_add") != 2:
+        problems.append("the student graded after plant_module lost points: " + (
+            feedback(victim[1], "vector_add")[:400] if victim else "not graded"))
+    if planted.tmp_new:
+        problems.append(f"left in /tmp: {sorted(planted.tmp_new)}")
+    if planted.markers:
+        problems.append(f"markers: {planted.markers}")
+    assert not problems, "\n".join(problems) + "\n" + run.explain()
+
+
+# --------------------------------------------------------------------------- grading must not abort
+ABORT_QUICK = [k for k in keys({"abort"}, "cpu", "first_kernel")
+               if not k.endswith(("/reply_flood", "/reply_trickle"))]
+PLANTED_RESULTS = {"score": "ninety", "execution_time": "slow", "output": "hand-made",
+                   "tests": [{"name": "vector_add: correctness", "score": "full marks", "max_score": 2,
+                              "extra_data": {"exercise": "vector_add", "part": "correctness", "flags": "many"}}],
+                   "extra_data": {"submission": "zz_planted.py"}}
+
+
+@pytest.fixture(scope="module")
+def aborts(tmp_path_factory):
+    """The quick abort attacks and an honest submission, in a folder of their own, so that writes
+    beside the --out folder show. Two exercises: some attacks strike between one and the next."""
+    base = tmp_path_factory.mktemp("abort")
+    subs_dir, out = base / "subs", base / "out"
+    subs_dir.mkdir()
+    subs = []
+    for key in ABORT_QUICK:
+        subs.append(subs_dir / attack_file(key).name)
+        shutil.copy(attack_file(key), subs[-1])
+    subs.append(subs_dir / "zz_honest.py")
+    shutil.copy(HONEST, subs[-1])
+    subs_before = _tree(subs_dir)
+    run = grade("first_kernel", subs, out, "--exercise", "vector_add", "--exercise", "saxpy", "--simulator",
+                "--timeout", str(TIMEOUT), "--memory-limit", "2", limit_s=600)
+    return run, base, subs_before
+
+
+@pytest.fixture(scope="module")
+def planted_results(tmp_path_factory):
+    """A results.json with non-numeric scores, planted in the --out folder before grading (by a
+    learner with write access earlier, or a corrupted disk), then an honest submission."""
+    base = tmp_path_factory.mktemp("planted-results")
+    out = base / "out"
+    (out / "zz_planted").mkdir(parents=True)
+    (out / "zz_planted" / "results.json").write_text(json.dumps(PLANTED_RESULTS))
+    honest = base / "honest.py"
+    shutil.copy(HONEST, honest)
+    return grade("first_kernel", [honest], out, "--exercise", "vector_add", "--simulator", "--timeout",
+                 str(TIMEOUT), limit_s=300)
+
+
+def test_planted_non_numeric_results_do_not_stop_grading(planted_results):
+    run = planted_results
+    problems = ([f"exit code {run.rc}"] if run.rc != 0 else []) + check_book(run, optional_rows={"zz_planted"})
+    found = results(run.out)
+    if "honest.py" not in found or exercise_score(found["honest.py"][1], "vector_add") != 2:
+        problems.append("the honest submission did not get its 2 points")
+    assert not problems, "\n".join(problems) + "\n" + run.explain()
+
+
+def test_abort_attacks_do_not_stop_grading(aborts):
+    run, base, _ = aborts
+    problems = ([f"exit code {run.rc}"] if run.rc != 0 else []) + check_book(run)
+    problems += check_scores(run, ABORT_QUICK)
+    found = results(run.out)
+    if "zz_honest.py" not in found or exercise_score(found["zz_honest.py"][1], "vector_add") != 2:
+        problems.append("the honest submission graded with the abort attacks did not get its 2 points")
+    assert not problems, "\n".join(problems) + "\n" + run.explain()
+
+
+def test_abort_attacks_write_nothing_outside_out(aborts):
+    run, base, subs_before = aborts
+    outside = sorted(str(p.relative_to(base)) for p in base.iterdir()
+                     if p.name not in ("subs", "out") and not p.name.startswith(".out-grader-logs"))
+    changed = sorted(k for k in subs_before.keys() | _tree(base / "subs").keys()
+                     if subs_before.get(k) != _tree(base / "subs").get(k))
+    assert not outside and not changed, f"written beside the --out folder: {outside}; " \
+                                        f"changed in the submissions folder: {changed}"
+
+
+SLOW_TIMEOUT = 8
+MEMORY_LIMIT_GB = 1
+
+
+@pytest.fixture(scope="module")
+def slow_replies(tmp_path_factory):
+    """A reply flooded far above --memory-limit and one dripped a byte a second, then an honest
+    submission: the run must end within a few times --timeout, with the grader's memory bounded."""
+    base = tmp_path_factory.mktemp("slow")
+    (base / "subs").mkdir()
+    subs = [base / "subs" / n for n in ("reply_flood.py", "reply_trickle.py", "zz_honest.py")]
+    for src, dst in zip([attack_file("first_kernel/reply_flood"), attack_file("first_kernel/reply_trickle"), HONEST], subs):
+        shutil.copy(src, dst)
+    run = grade("first_kernel", subs, base / "out", "--exercise", "vector_add", "--simulator",
+                "--timeout", str(SLOW_TIMEOUT), "--memory-limit", str(MEMORY_LIMIT_GB),
+                limit_s=4 * SLOW_TIMEOUT + 60)
+    return run
+
+
+def test_slow_and_flooded_replies_are_cut_off(slow_replies):
+    run = slow_replies
+    bound = 4 * SLOW_TIMEOUT + 30  # the trickle's exercise, the flood's, the honest one, worker starts
+    problems = []
+    if run.rc != 0:
+        problems.append(f"exit code {run.rc}" + (" (killed by the test: the run hung)" if run.rc < 0 else ""))
+    if run.seconds > bound:
+        problems.append(f"took {run.seconds:.0f} s with --timeout {SLOW_TIMEOUT} (at most {bound} s expected)")
+    if run.maxrss_gb > MEMORY_LIMIT_GB + 1.0:
+        problems.append(f"the grading processes peaked at {run.maxrss_gb:.1f} GB of memory with "
+                        f"--memory-limit {MEMORY_LIMIT_GB}")
+    if run.rc == 0:
+        problems += check_book(run)
+        problems += check_scores(run, ["first_kernel/reply_flood", "first_kernel/reply_trickle"])
+    assert not problems, "\n".join(problems) + "\n" + run.explain()
