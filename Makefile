@@ -15,6 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	@bash .ci/install-browser
+	@bash .ci/install-sandbox
 	touch $@
 
 site: setup

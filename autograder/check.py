@@ -1,4 +1,9 @@
-"""``check()`` for learners: the grader's own cases and timing, run in the notebook."""
+"""``check()`` for learners: the grader's own cases, judge and timing, run in the notebook.
+
+The same judge as batch grading (``judge.py``), in this process: it owns the buffers, poisons
+and reads them, and times with its own events; the learner's function is called directly.
+Nothing is sandboxed here: it is the learner's own machine and code.
+"""
 from __future__ import annotations
 
 import inspect
@@ -6,9 +11,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import measure
+from .judge import CaseFailed, Judge, Options
 from .labs import get_lab
-from .submission import forbidden_uses
+from .measure import CaseResult, compare, describe
+from .submission import forbidden_uses, static_problems
+from .timing import SpeedResult
 
 
 @dataclass
@@ -16,7 +23,7 @@ class CheckResult:
     exercise: str
     passed: bool
     cases: list = field(default_factory=list)
-    speed: measure.SpeedResult | None = None
+    speed: SpeedResult | None = None
     points: float = 0.0
     max_points: float = 0.0
 
@@ -28,15 +35,45 @@ class CheckResult:
         return text + ">"
 
 
+def simulator_mode() -> bool:
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def local_judge(lab, functions: dict) -> Judge:
+    """A judge in this process, calling ``functions`` directly."""
+    opts = Options(simulator=simulator_mode(), seed=int(np.random.default_rng().integers(2**62)),
+                   timeout=3600.0, sandboxed=False)
+    return Judge(lab, opts, local=functions)
+
+
+def time_exercise(ex, fn, lab=None) -> SpeedResult:
+    """Time ``fn`` against the exercise's reference, as check() and the grader do (in-process)."""
+    lab = lab or next(get_lab(n) for n in _lab_names() if any(e is ex for e in get_lab(n).exercises))
+    judge = local_judge(lab, {ex.name: fn})
+    try:
+        proc = judge.runner_for(ex)
+        return judge.time(ex, proc, 0)
+    finally:
+        judge.close()
+
+
+def _lab_names():
+    from .labs import lab_names
+
+    return lab_names()
+
+
 def checker(lab_name: str):
     """Return ``check(fn)`` for one lab: ``check = checker("first_kernel"); check(vector_add)``."""
     lab = get_lab(lab_name)
 
     def check(fn, exercise: str | None = None, speed: bool = True) -> CheckResult:
         ex = lab.exercise(exercise or fn.__name__)
-        dev = measure.device()
+        simulator = simulator_mode()
         result = CheckResult(ex.name, False, max_points=ex.max_points)
-        if ex.gpu_only and dev.simulator:
+        if ex.gpu_only and simulator:
             print(f"{ex.name}: needs a GPU (the simulator cannot run it); not checked here.")
             return result
         try:
@@ -45,43 +82,54 @@ def checker(lab_name: str):
             source = ""
         for use in forbidden_uses(source, ex.name, ex.forbidden):
             print(f"warning: {use} is forbidden in this exercise; the grader gives 0 for it")
+        for use in static_problems(source, ex.name, ex.forbidden, policy=ex.simulate is not None):
+            print(f"warning: {use} is not allowed in graded code for this exercise; the grader gives 0 for it")
         rng = np.random.default_rng()
         if ex.simulate is not None:
-            return _check_policy(ex, fn, rng, dev.simulator, result)
+            return _check_policy(ex, fn, rng, simulator, result)
         print(f"{ex.title}: {ex.name}({', '.join(ex.args)})")
         print(f"  {'case':<28} {'result':<6} {'max abs err':>11}  note")
-        for params in ex.cases(dev.simulator):
-            inputs = ex.inputs(params, rng)
-            guard = measure.ForbiddenGuard(ex.forbidden)
-            label = measure.describe(params)
-            try:
-                outputs, after, faults = measure.run_case(ex, fn, params, inputs, guard)
-            except NotImplementedError:
-                print(f"  {label:<28} {'FAIL':<6} {'':>11}  not implemented yet")
-                result.cases.append(measure.CaseResult(dict(params), False, None, "not implemented"))
+        judge = local_judge(lab, {ex.name: fn})
+        try:
+            proc = judge.runner_for(ex)
+            for params in ex.cases(simulator):
+                inputs = ex.inputs(params, rng)
+                label = describe(params)
+                try:
+                    outputs, after, faults = judge.run_case(proc, ex, params, inputs)
+                except CaseFailed as exc:
+                    text = str(exc)
+                    if "NotImplementedError" in text:
+                        print(f"  {label:<28} {'FAIL':<6} {'':>11}  not implemented yet")
+                        result.cases.append(CaseResult(dict(params), False, None, "not implemented"))
+                        return result
+                    first, _, rest = text.partition("\n")
+                    print(f"  {label:<28} {'FAIL':<6} {'':>11}  {first}")
+                    for line in rest.splitlines():
+                        print(f"  {'':<28} {'':<6} {'':>11}  {line}")
+                    result.cases.append(CaseResult(dict(params), False, None, text))
+                    print("Fix the error above first; the remaining cases were not run.")
+                    return result
+                res = compare(ex, params, inputs, outputs, after, faults)
+                result.cases.append(res)
+                err = "" if res.max_abs_err is None else f"{res.max_abs_err:.2g}"
+                print(f"  {label:<28} {'pass' if res.passed else 'FAIL':<6} {err:>11}  {res.message}")
+            result.passed = all(c.passed for c in result.cases)
+            result.points = ex.points if result.passed else 0.0
+            if not result.passed:
+                print(f"Correctness: {sum(c.passed for c in result.cases)}/{len(result.cases)} cases. "
+                      "Fix the failing cases first; speed is measured once all pass.")
                 return result
-            except Exception as exc:
-                print(f"  {label:<28} {'FAIL':<6} {'':>11}  raised {type(exc).__name__}: {exc}")
-                result.cases.append(measure.CaseResult(dict(params), False, None, str(exc)))
-                raise
-            if guard.used:
-                res = measure.CaseResult(dict(params), False, None,
-                                         "called forbidden " + ", ".join(sorted(set(guard.used))))
-            else:
-                res = measure.compare(ex, params, inputs, outputs, after, faults)
-            result.cases.append(res)
-            err = "" if res.max_abs_err is None else f"{res.max_abs_err:.2g}"
-            print(f"  {label:<28} {'pass' if res.passed else 'FAIL':<6} {err:>11}  {res.message}")
-        result.passed = all(c.passed for c in result.cases)
-        result.points = ex.points if result.passed else 0.0
-        if not result.passed:
-            print(f"Correctness: {sum(c.passed for c in result.cases)}/{len(result.cases)} cases. "
-                  "Fix the failing cases first; speed is measured once all pass.")
-            return result
-        print(f"Correctness: all {len(result.cases)} cases pass ({ex.points:g} point{'s' * (ex.points != 1)}).")
-        if not (speed and ex.speed):
-            return result
-        s = measure.time_exercise(ex, fn)
+            print(f"Correctness: all {len(result.cases)} cases pass ({ex.points:g} point{'s' * (ex.points != 1)}).")
+            if not (speed and ex.speed):
+                return result
+            if simulator:
+                print("Speed: not measured: the CUDA simulator does not time kernels." if ex.backend != "torch"
+                      else "Speed: not measured: no GPU (simulator mode).")
+                return result
+            s = judge.time(ex, proc, 0)
+        finally:
+            judge.close()
         result.speed = s
         if not s.measured:
             print(f"Speed: {s.message}.")
@@ -93,7 +141,7 @@ def checker(lab_name: str):
             line += f", {s.gflops:.0f} GFLOP/s"
         print(line)
         if s.ratio is not None:
-            pts = ex.speed.score(s.ratio)
+            pts = 0.0 if any("outputs of the timed calls were wrong" in f for f in s.flags) else ex.speed.score(s.ratio)
             result.points += pts
             print(f"       {s.ratio:.2f}x the speed of the {ex.baseline_name} ({s.baseline_median_s * 1e6:.1f} us): "
                   f"{pts:g}/{ex.speed.points:g} speed points (full at {ex.speed.full_at:g}x)")
@@ -120,7 +168,7 @@ def _check_policy(ex, fn, rng, simulator: bool, result: CheckResult) -> CheckRes
     if len(failing) > 5:
         print(f"  ... and {len(failing) - 5} more")
     print(("Correctness: " if verdict.passed else "") + verdict.message)
-    result.cases = [measure.CaseResult(p, line.startswith("pass"), None, line)
+    result.cases = [CaseResult(p, line.startswith("pass"), None, line)
                     for (p, _), line in zip(cases, verdict.lines)]
     result.passed = verdict.passed
     if not verdict.passed:

@@ -13,7 +13,7 @@ def _submissions(items: list[str]) -> list[Path]:
     for item in items:
         p = Path(item)
         if p.is_dir():
-            paths += sorted(q for q in p.iterdir() if q.suffix in (".ipynb", ".py"))
+            paths += sorted(q for q in p.iterdir() if q.suffix in (".ipynb", ".py") and q.is_file())
         elif p.exists():
             paths.append(p)
         else:
@@ -51,11 +51,35 @@ def cmd_grade(args) -> int:
               file=sys.stderr)
     if args.sanitize and simulator:
         raise SystemExit("autograder: --sanitize needs a GPU (compute-sanitizer checks real kernels)")
+    for flag, value in (("--timeout", args.timeout), ("--memory-limit", args.memory_limit)):
+        if value is not None and not value > 0:
+            raise SystemExit(f"autograder: {flag} must be a positive number of "
+                             f"{'seconds' if flag == '--timeout' else 'GB'}, not {value:g}")
+    if args.shard:
+        from .batch import parse_shard
+
+        try:
+            parse_shard(args.shard)
+        except ValueError as exc:
+            raise SystemExit(f"autograder: {exc}") from None
+    sandboxed = not args.no_sandbox
+    if sandboxed:
+        from .sandbox import available
+
+        ok, why = available()
+        if not ok:
+            raise SystemExit(f"autograder: no sandbox for the submissions: {why}.\n"
+                             "Install bubblewrap (apt-get install bubblewrap), or grade without one with "
+                             "--no-sandbox (only for code you trust: it then runs with your rights)")
+    elif not args.quiet:
+        print("warning: grading WITHOUT a sandbox (--no-sandbox): submissions run with your rights, "
+              "and every result says so", file=sys.stderr)
     started = time.monotonic()
     try:
         book = grade_all(lab, paths, Path(args.out), simulator=simulator, gpus=gpus, force=args.force,
                          seed=args.seed, sanitize=args.sanitize, shard_spec=args.shard, quiet=args.quiet,
-                         timeout=args.timeout, exercises=args.exercise, memory_limit_gb=args.memory_limit)
+                         timeout=args.timeout, exercises=args.exercise, memory_limit_gb=args.memory_limit,
+                         sandboxed=sandboxed)
     except ValueError as exc:
         raise SystemExit(f"autograder: {exc}") from None
     if not args.quiet:
@@ -149,6 +173,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
     g.add_argument("--timeout", type=float, help="seconds per exercise (default: the lab's)")
     g.add_argument("--memory-limit", type=float, help="GB of host memory per submission (default: the lab's)")
+    g.add_argument("--no-sandbox", action="store_true",
+                   help="run submissions without bubblewrap's sandbox (only for code you trust)")
     g.add_argument("--quiet", action="store_true")
     g.add_argument("submissions", nargs="+")
     g.set_defaults(fn=cmd_grade)

@@ -10,7 +10,7 @@ from .spec import Lab
 
 
 def collect(out_dir: Path, lab: Lab):
-    results = read_results(out_dir)
+    results = read_results(out_dir, lab)
     scores = {e.name: [] for e in lab.exercises}
     ratios = {e.name: [] for e in lab.exercises}
     totals = []

@@ -1,8 +1,10 @@
-"""What grading writes: results.json per submission (Gradescope's format) and grades.csv.
+"""What grading writes: results.json per submission (Gradescope's format), grades.csv, and
+the grader's own record of what it graded (``.autograder.json``).
 
-Every write goes to a temporary file that is renamed into place, so a crash or a
-kill never leaves a half-written file. grades.csv is rebuilt from the results.json
-files, which are the record: resuming and merging shards need nothing else.
+Every write goes to a temporary file that is renamed into place, so a crash or a kill never
+leaves a half-written file. grades.csv is rebuilt from the results.json of the submissions
+the record lists, each checked before use: a file that appears in the folder by other means
+(or a results.json that is not the grader's) never reaches the gradebook.
 """
 from __future__ import annotations
 
@@ -13,8 +15,13 @@ import os
 import tempfile
 from pathlib import Path
 
-from .grade import SubmissionResult
+import hashlib
+import math
+
+from .outcome import SubmissionResult
 from .spec import Lab
+
+RECORD = ".autograder.json"
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -69,15 +76,16 @@ def gradescope_json(res: SubmissionResult) -> dict:
                 "visibility": "visible",
                 "extra_data": {"exercise": e.name, "part": "speed", "timing": t, "flags": e.flags},
             })
+    notes = "".join(f"\n{n}" for n in res.notes)
     return {
         "score": res.score,
         "execution_time": round(res.seconds, 2),
-        "output": res.problem or f"{res.score:g} of {res.max_score:g} points ({res.mode} mode)",
+        "output": (res.problem or f"{res.score:g} of {res.max_score:g} points ({res.mode} mode)") + notes,
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
         "extra_data": {"submission": res.submission, "lab": res.lab, "mode": res.mode,
-                       "max_score": res.max_score, "printed_tail": res.log_tail[-2000:]},
+                       "max_score": res.max_score, "printed_tail": res.log_tail[-2000:], "notes": res.notes},
     }
 
 
@@ -85,22 +93,74 @@ def write_result(out_dir: Path, name: str, res: SubmissionResult) -> None:
     atomic_write(out_dir / name / "results.json", json.dumps(gradescope_json(res), indent=2))
 
 
-def read_results(out_dir: Path) -> dict[str, dict]:
+def digest(path: Path) -> str:
+    """The content of a submission, for resuming: a changed file is graded again."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_record(out_dir: Path) -> dict:
+    """The grader's record: {name: {"source": file name, "sha256": ..., "exercises": [...]}}."""
+    try:
+        data = json.loads((Path(out_dir) / RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    subs = data.get("submissions") if isinstance(data, dict) else None
+    return {str(k): v for k, v in subs.items() if isinstance(v, dict)} if isinstance(subs, dict) else {}
+
+
+def write_record(out_dir: Path, lab: Lab, record: dict) -> None:
+    atomic_write(Path(out_dir) / RECORD, json.dumps({"lab": lab.name, "submissions": record}, indent=1))
+
+
+def valid_result(result, lab: Lab) -> bool:
+    """A results.json as this grader writes it: numbers where numbers go, within the maxima."""
+    if not isinstance(result, dict) or not isinstance(result.get("tests"), list):
+        return False
+    try:
+        total = float(result["score"])
+        parts = 0.0
+        for t in result["tests"]:
+            score, most = float(t["score"]), float(t["max_score"])
+            if not (math.isfinite(score) and math.isfinite(most) and 0 <= score <= most + 1e-9):
+                return False
+            parts += score
+    except (KeyError, TypeError, ValueError):
+        return False
+    return math.isfinite(total) and abs(total - parts) < 1e-6 and total <= lab.max_points + 1e-9
+
+
+def read_results(out_dir: Path, lab: Lab | None = None, names=None) -> dict[str, dict]:
+    """The results.json of the graded submissions (those the record lists, or ``names``); any
+    that is missing or malformed is left out."""
+    out_dir = Path(out_dir)
+    if names is None:
+        names = read_record(out_dir)
     found = {}
-    for path in sorted(Path(out_dir).glob("*/results.json")):
+    for name in sorted(names):
+        path = out_dir / name / "results.json"
         try:
-            found[path.parent.name] = json.loads(path.read_text())
+            result = json.loads(path.read_text())
         except (OSError, ValueError):
-            continue  # cannot happen with atomic writes, but never stop the gradebook for it
+            continue
+        if lab is None or valid_result(result, lab):
+            found[name] = result
     return found
 
 
 def exercise_scores(result: dict) -> dict[str, float]:
     scores: dict[str, float] = {}
     for t in result.get("tests", []):
-        ex = t.get("extra_data", {}).get("exercise")
-        if ex:
-            scores[ex] = round(scores.get(ex, 0.0) + float(t.get("score", 0)), 2)
+        extra = t.get("extra_data") if isinstance(t, dict) else None
+        ex = extra.get("exercise") if isinstance(extra, dict) else None
+        if isinstance(ex, str):
+            try:
+                scores[ex] = round(scores.get(ex, 0.0) + float(t.get("score", 0)), 2)
+            except (TypeError, ValueError):
+                continue
     return scores
 
 
@@ -109,10 +169,11 @@ def write_gradebook(out_dir: Path, lab: Lab) -> Path:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["submission", *names, "total", "max", "flags"])
-    for sub, result in read_results(out_dir).items():
+    for sub, result in read_results(out_dir, lab).items():
         scores = exercise_scores(result)
-        flags = sum(len(t.get("extra_data", {}).get("flags", [])) for t in result.get("tests", []))
-        w.writerow([sub, *[f"{scores.get(n, 0.0):g}" for n in names], f"{result.get('score', 0):g}",
+        flags = sum(len(t.get("extra_data", {}).get("flags", []) or []) for t in result.get("tests", [])
+                    if isinstance(t.get("extra_data"), dict))
+        w.writerow([sub, *[f"{scores.get(n, 0.0):g}" for n in names], f"{float(result.get('score', 0)):g}",
                     f"{lab.max_points:g}", flags])
     path = Path(out_dir) / "grades.csv"
     atomic_write(path, buf.getvalue())

@@ -84,10 +84,18 @@ class Exercise:
     # True where the host's cost of launching is what the exercise is about (CUDA graphs): the
     # grader then times the calls as launched, without first holding the GPU (measure.py).
     launch_cost_counts: bool = False
-    # The inputs the timing loop scales by powers of two between timed calls (to catch replayed
-    # outputs); None: every floating input. Name fewer where a softmax would turn the scaling
-    # into rounding noise beyond the check's tolerance (attention: scale only the values).
+    # The floating inputs the timing loop refreshes for every call (a new gain and a new
+    # per-element jitter, so no call sees the inputs of another); None: every floating input.
+    # Name fewer where a softmax would turn the change into rounding noise beyond the check's
+    # tolerance (attention: refresh only the values).
     scaled_inputs: tuple[str, ...] | None = None
+    # Inputs that also get random signs on refresh: where an output depends only on signs
+    # (a count of positive values), a gain and a jitter alone would leave it unchanged.
+    flip_inputs: tuple[str, ...] = ()
+    # Inputs for the timing size (the check before timing, and the pool timed calls are drawn
+    # from), built so that an approximation fails: a sum that drops 1% of its terms, or samples
+    # them, must be wrong here. None: ``inputs``.
+    timing_inputs: Callable[[Params, np.random.Generator], dict[str, Any]] | None = None
     tolerance: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # dtype -> (rtol, atol)
     # An answer that is a policy, not a kernel (a batching scheduler). The parent runs
     # simulate(policy, params, inputs) -> {name: host array}, a record of what the policy did,
@@ -126,6 +134,10 @@ class Lab:
     setup: str = "import math\nimport numpy as np\n"
     timeout_s: float = 120.0  # per exercise, wall clock
     memory_limit_gb: float = 16.0  # host memory of the grading process
+    # A policy lab's public engine: names of the lab module's constants and helper functions
+    # that answers may use as ``engine.NAME``. The sandbox gets these (as source), never the
+    # module, whose reference policy is what the exercise asks for.
+    engine: tuple[str, ...] = ()
 
     def exercise(self, name: str) -> Exercise:
         for ex in self.exercises:

@@ -104,6 +104,14 @@ def main() -> int:
                 problems.append(f"a test kernel failed to compile or run: {err}")
             else:
                 print("A test kernel compiled and ran on the GPU.")
+    try:  # grading a class runs each submission in a sandbox (bubblewrap)
+        from autograder.sandbox import available
+
+        ok, why = available()
+        print(f"Sandbox for grading: {'available' if ok else 'NOT available'} ({why})" +
+              ("" if ok else "; `autograder grade` then needs --no-sandbox (only for code you trust)"))
+    except ImportError:
+        pass
     for p in problems:
         print(f"PROBLEM: {p}")
     print("Setup is broken: fix the problems above." if problems else "Setup is fine.")

@@ -6,13 +6,21 @@ which mode it is graded: "cpu" attacks run with --simulator (everywhere), "gpu" 
 (skipped in simulator mode by the root conftest).
 
 - forged / library / speed attacks are graded a few runs per lab; each must score at most its
-  max_points (0 for most; the correctness points alone for speed attacks).
+  max_points (0 for most; the correctness points alone for speed attacks). Where expected.json gives
+  "words", the feedback must contain them: for the attacks written to pass the static check (no
+  getattr, exec, `import os` ...), the words are the run-time guard's or the sandbox's, so that each
+  defence is shown to hold on its own. "printed" is a phrase the attack's own report (the printed tail)
+  must contain: its payload ran, to its end.
 - machine attacks run with canaries: a fake HOME holding secrets, a classmate's file beside the
   attacks, another student's results.json already in the --out folder, a secret in the grader's own
-  environment, a listening socket on 127.0.0.1. Afterwards nothing may have leaked into the --out
-  folder, no canary may have changed, no daemon may write within ~6 s of the end, nothing may have
-  connected, no file may be left in the real /tmp, and the gradebook lists exactly the graded
-  submissions.
+  environment, a listening socket on 127.0.0.1 (its port in HOME and in a well-known file in /tmp).
+  Afterwards nothing may have leaked into the --out folder, no canary may have changed, no results.json
+  of nobody may be there, no daemon may write within ~5 s of the end nor be alive then, nothing may have
+  connected, no file may be left in the real /tmp or /dev/shm, and the gradebook lists exactly the
+  graded submissions. They run twice: as answers to a kernel exercise (those that `import os` are
+  refused by the static check; those written with pathlib, http.client, asyncio ... run), and the
+  os-level ones ("policy_run") as answers to the batching lab's policy exercise, where the static
+  check allows every construct, so that the sandbox alone stands between them and the canaries.
 - abort attacks (malformed replies, a reply followed by a reset connection, hostile notebooks and
   file names, a non-numeric results.json planted in the --out folder, a reply dripped byte by byte,
   a flood of reply bytes): `autograder grade` exits 0,
@@ -47,7 +55,7 @@ GRADER_ROOT = Path(os.environ.get("ATTACK_GRADER_ROOT", ROOT)).resolve()
 TIMEOUT = 20  # --timeout of most runs, seconds per exercise
 TAG_VAR = "GPU_COURSE_ATTACK_TAG"  # marks every process a run starts, to find and end strays
 MARKER = "DAEMON_WAS_HERE"
-DAEMON_WAIT_S = 6.0
+DAEMON_WAIT_S = 5.0
 
 
 def attack_file(key: str) -> Path:
@@ -213,6 +221,11 @@ def check_scores(run: Run, keys_: list[str], name_of=lambda k: attack_file(k).na
                             f"{res.get('extra_data', {}).get('printed_tail', '')[-600:]!r}")
         if exp.get("words") and exp["words"] not in feedback(res, exp["exercise"]):
             problems.append(f"{key}: feedback lacks {exp['words']!r}: {feedback(res, exp['exercise'])[:300]!r}")
+        printed = res.get("extra_data", {}).get("printed_tail", "")
+        if exp.get("printed") and exp["printed"] not in printed:
+            problems.append(f"{key}: its payload did not run to the end (the printed tail lacks "
+                            f"{exp['printed']!r}); feedback: {feedback(res, exp['exercise'])[:300]!r}; "
+                            f"printed: {printed[-600:]!r}")
     return problems
 
 
@@ -315,21 +328,51 @@ def test_gpu_groups_grade_every_submission(gpu_group, lab):
 
 
 # --------------------------------------------------------------------------- the machine
+# Two runs with the same canaries. first_kernel: the machine attacks as a learner would submit them to a
+# kernel exercise; those that `import os` are refused by the static check, those written with pathlib,
+# http.client, asyncio ... run, and only the sandbox stands between them and the canaries. batching: the
+# os-level attacks (fork, setsid, socket, /proc/<ppid>/mem ...) graded as a policy lab's answer, where
+# the static check allows every construct, so the sandbox alone must stop them.
+SCRATCH = ("/tmp", "/dev/shm")  # shared scratch folders: nothing may be left there
+PORT_FILE = Path("/tmp/gpu-course-attack-license-port")  # the listener's port, where any process could read it
+# Command lines of processes a submission left behind: the attacks' own daemons (marked), and processes
+# forked from a runner or worker (they keep its command line).
+SURVIVOR_MARKS = (b"gpu-course-attack-daemon", b"/grader/runner.py", b"autograder.worker")
+
+
 def _tree(folder: Path) -> dict[str, bytes]:
     """Every file under a folder: relative path -> content."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _tmp_entries() -> set[str]:
-    return {n for n in os.listdir("/tmp") if not n.startswith("pytest-of-")}
+    return {f"{d}/{n}" for d in SCRATCH if os.path.isdir(d) for n in os.listdir(d)
+            if not n.startswith("pytest-of-")}
 
 
 def _clean_tmp(before: set[str]) -> None:
-    """Remove what the attacks left in /tmp (only names they use)."""
-    for name in _tmp_entries() - before:
+    """Remove what the attacks left in /tmp and /dev/shm (only names they use)."""
+    for entry in _tmp_entries() - before:
+        name = os.path.basename(entry)
         if name.startswith("gpu-course-attack-") or name in ("numba.py", "sitecustomize.py"):
-            path = Path("/tmp") / name
+            path = Path(entry)
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def _survivors(before: set[int]) -> dict[int, str]:
+    """Processes (not there before the run) whose command line marks them as left by a submission."""
+    found = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in before:
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if any(m in cmd for m in SURVIVOR_MARKS):
+            found[int(d)] = cmd.replace(b"\0", b" ")[:160].decode("utf-8", "replace")
+    return found
 
 
 def _results_files(out: Path) -> dict[str, bytes]:
@@ -350,7 +393,7 @@ class Canaries:
     canary_results: bytes
 
 
-def _canaries(base: Path) -> Canaries:
+def _canaries(base: Path, lab: str = "first_kernel", exercise: str = "vector_add") -> Canaries:
     token = uuid.uuid4().hex[:12]
     secrets = {"home": f"HOME-SECRET-{token}", "solution": f"SOLUTION-SECRET-{token}",
                "classmate": f"CLASSMATE-SECRET-{token}", "grader_env": f"ENV-SECRET-{token}"}
@@ -365,6 +408,7 @@ def _canaries(base: Path) -> Canaries:
     listener.setblocking(False)
     port = listener.getsockname()[1]
     (home / ".license_port").write_text(f"{port}\n")
+    PORT_FILE.write_text(f"{port}\n")  # a well-known place too: a hidden HOME must not be the only defence
     subs_dir = base / "submissions"
     subs_dir.mkdir()
     (subs_dir / "classmate.py").write_text(f"# {secrets['classmate']}: my own work, do not copy\n"
@@ -373,12 +417,15 @@ def _canaries(base: Path) -> Canaries:
     out = base / "out"
     (out / "canary_student").mkdir(parents=True)
     canary = {"score": 2.0, "execution_time": 1.0, "output": "2 of 8 points (simulator mode)",
-              "tests": [{"name": "vector_add: correctness (Vector add)", "score": 2.0, "max_score": 2.0,
-                         "status": "passed", "output": "all 8 cases correct", "visibility": "visible",
-                         "extra_data": {"exercise": "vector_add", "part": "correctness"}}],
-              "extra_data": {"submission": "canary_student.py", "lab": "first_kernel", "mode": "simulator",
+              "tests": [{"name": f"{exercise}: correctness", "score": 2.0, "max_score": 2.0,
+                         "status": "passed", "output": "all cases correct", "visibility": "visible",
+                         "extra_data": {"exercise": exercise, "part": "correctness"}}],
+              "extra_data": {"submission": "canary_student.py", "lab": lab, "mode": "simulator",
                              "max_score": 8.0, "printed_tail": ""}}
     (out / "canary_student" / "results.json").write_text(json.dumps(canary, indent=2))
+    # ...graded in an earlier run: the grader's record lists it (the gradebook is built from that record).
+    (out / ".autograder.json").write_text(json.dumps({"lab": lab, "submissions": {"canary_student": {
+        "source": "canary_student.py", "sha256": "0" * 64, "exercises": [exercise]}}}))
     env = {"HOME": str(home), "LICENSE_SERVER_PORT": str(port), "AUTOGRADER_API_TOKEN": secrets["grader_env"]}
     return Canaries(secrets, home, subs_dir, out, listener, env, _tmp_entries(), {}, {},
                     (out / "canary_student" / "results.json").read_bytes())
@@ -411,22 +458,33 @@ class MachineRun:
     canary_after: bytes | None
     leaks: list[str]
     late_changes: list[str]  # results.json files changed after grading ended
+    survivors: dict[int, str]  # processes of submissions alive after grading ended
+    keys: list[str]
+    lab: str
+    exercise: str
+    renames: dict[str, str]
 
 
-def _machine_run(base: Path, attack_keys: list[str], extra_subs: list[str]) -> MachineRun:
-    can = _canaries(base)
-    subs = []
-    for key in attack_keys:
-        subs.append(can.subs_dir / attack_file(key).name)
-        shutil.copy(attack_file(key), subs[-1])
-    subs += [can.subs_dir / n for n in extra_subs]
-    can.home_before, can.subs_before = _tree(can.home), _tree(can.subs_dir)
+def _machine_run(base: Path, attack_keys: list[str], extra_subs: list[str], lab: str = "first_kernel",
+                 exercise: str = "vector_add", renames: dict[str, str] | None = None) -> MachineRun:
+    """Grade the attacks (copied beside the canaries, under their own names or ``renames[key]``) and
+    extra_subs (files already in the canaries' submissions folder), then look at the canaries."""
     tag = uuid.uuid4().hex
+    procs_before = {int(d) for d in os.listdir("/proc") if d.isdigit()}
+    survivors: dict[int, str] = {}
+    can = _canaries(base, lab, exercise)
     try:
-        run = grade("first_kernel", subs, can.out, "--exercise", "vector_add", "--simulator", "--timeout",
+        subs = []
+        for key in attack_keys:
+            subs.append(can.subs_dir / (renames or {}).get(key, attack_file(key).name))
+            shutil.copy(attack_file(key), subs[-1])
+        subs += [can.subs_dir / n for n in extra_subs]
+        can.home_before, can.subs_before = _tree(can.home), _tree(can.subs_dir)
+        run = grade(lab, subs, can.out, "--exercise", exercise, "--simulator", "--timeout",
                     str(TIMEOUT), "--memory-limit", "2", env=can.env, tag=tag, limit_s=600)
         at_end = _results_files(can.out)
         time.sleep(DAEMON_WAIT_S)  # a daemon's moment: after grading ends
+        survivors = _survivors(procs_before)
         markers = [p for d in (can.out, can.home, can.subs_dir, base) for p in d.rglob(MARKER)]
         later = _results_files(can.out)
         late_changes = sorted(k for k in at_end.keys() | later.keys() if at_end.get(k) != later.get(k))
@@ -439,40 +497,82 @@ def _machine_run(base: Path, attack_keys: list[str], extra_subs: list[str]) -> M
             leaks += [f"{which} secret in {path.relative_to(can.out)}" for which, s in can.secrets.items()
                       if s.encode() in data]
         return MachineRun(run, can, markers, connections, tmp_new, _tree(can.home), _tree(can.subs_dir),
-                          canary_path.read_bytes() if canary_path.exists() else None, leaks, late_changes)
+                          canary_path.read_bytes() if canary_path.exists() else None, leaks, late_changes,
+                          survivors, list(attack_keys), lab, exercise, dict(renames or {}))
     finally:
         end_strays(tag)
+        _kill(list(survivors) + list(_survivors(procs_before)))
         can.listener.close()
+        PORT_FILE.unlink(missing_ok=True)
         _clean_tmp(can.tmp_before)
 
 
-MACHINE = [k for k in keys({"machine"}, "cpu") if not k.endswith("/plant_module")]
+MACHINE = [k for k in keys({"machine"}, "cpu") if not k.endswith(("/plant_module", "/plant_pathlib"))]
+# The os-level attacks (refused by the static check in a kernel exercise), as answers to the policy lab.
+POLICY_MACHINE = [k for k in MACHINE if EXPECTED[k].get("policy_run")]
 
 
-@pytest.fixture(scope="module")
-def machine(tmp_path_factory):
-    return _machine_run(tmp_path_factory.mktemp("machine"), MACHINE, ["classmate.py", "zz_victim.py"])
+@pytest.fixture(scope="module", params=["first_kernel", "batching"])
+def machine(request, tmp_path_factory):
+    if request.param == "first_kernel":
+        return _machine_run(tmp_path_factory.mktemp("machine"), MACHINE, ["classmate.py", "zz_victim.py"])
+    # No honest policy is graded here (a simulation takes ~20 s): the canaries are the victims. The
+    # module planter goes last (the grader takes files in name order): where it is not stopped, it breaks
+    # the grading of every submission after it, which would hide what their payloads do.
+    return _machine_run(tmp_path_factory.mktemp("machine-policy"), POLICY_MACHINE + ["first_kernel/plant_module"],
+                        [], lab="batching", exercise="schedule",
+                        renames={"first_kernel/plant_module": "zz_plant_module.py"})
 
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    """The module planter, followed by an honest student: alone, so its daemon meets that student."""
-    return _machine_run(tmp_path_factory.mktemp("plant"), ["first_kernel/plant_module"], ["zz_victim.py"])
+    """The module planters, followed by an honest student: alone, so their daemons meet that student."""
+    return _machine_run(tmp_path_factory.mktemp("plant"), ["first_kernel/plant_module", "first_kernel/plant_pathlib"],
+                        ["zz_victim.py"])
+
+
+def _policy_scores(m: MachineRun) -> list[str]:
+    """In the policy run: every attack graded, 0 points, and its payload ran (it printed its report)."""
+    found, problems = results(m.run.out), []
+    for key in m.keys:
+        name = m.renames.get(key, attack_file(key).name)
+        if name not in found:
+            problems.append(f"{key}: no results.json for {name}")
+            continue
+        res = found[name][1]
+        score = exercise_score(res, m.exercise)
+        printed = res.get("extra_data", {}).get("printed_tail", "")
+        if score != 0:
+            problems.append(f"{key} (as a policy): {m.exercise} scored {score}")
+        if f"ATTACK {attack_file(key).stem}" not in printed:
+            problems.append(f"{key} (as a policy): its payload printed nothing (did it run?); feedback: "
+                            f"{feedback(res, m.exercise)[:300]!r}")
+    return problems
 
 
 def test_machine_grading_completes(machine):
     run = machine.run
     problems = ([f"exit code {run.rc}"] if run.rc != 0 else []) + check_book(run, {"canary_student"})
-    problems += check_scores(run, MACHINE)
-    found = results(run.out)
-    for honest in ("classmate.py", "zz_victim.py"):
-        if honest in found and exercise_score(found[honest][1], "vector_add") != 2:
-            problems.append(f"{honest} (an honest submission) scored {exercise_score(found[honest][1], 'vector_add')}")
+    if machine.lab == "first_kernel":
+        problems += check_scores(run, MACHINE)
+        found = results(run.out)
+        for honest in ("classmate.py", "zz_victim.py"):
+            if honest in found and exercise_score(found[honest][1], "vector_add") != 2:
+                problems.append(f"{honest} (an honest submission) scored "
+                                f"{exercise_score(found[honest][1], 'vector_add')}")
+    else:
+        problems += _policy_scores(machine)
     assert not problems, "\n".join(problems) + "\n" + run.explain()
 
 
 def test_machine_no_secret_reaches_the_out_folder(machine):
-    assert not machine.leaks, "\n".join(machine.leaks)
+    assert not machine.leaks, "\n".join(machine.leaks) + "\n" + _printed(machine)
+
+
+def _printed(m: MachineRun) -> str:
+    """What the attacks printed (their own reports), for the failure message."""
+    return "\n".join(f"--- {name}: {res.get('extra_data', {}).get('printed_tail', '')[-700:]}"
+                     for name, (_, res) in results(m.run.out).items() if name != "canary_student.py")
 
 
 def test_machine_home_unchanged(machine):
@@ -492,11 +592,20 @@ def test_machine_other_results_unchanged(machine):
         f"another student's results.json changed: {(machine.canary_after or b'(deleted)')[:300]!r}"
 
 
+def test_machine_no_phantom_results(machine):
+    found = results(machine.run.out)
+    graded = {"canary_student"} | {found[s.name][0] for s in machine.run.subs if s.name in found}
+    phantoms = sorted(str(p.relative_to(machine.can.out)) for p in machine.can.out.glob("*/results.json")
+                      if p.parent.name not in graded)
+    assert not phantoms, f"results.json of nobody graded in the --out folder: {phantoms}"
+
+
 def test_machine_no_daemon_outlives_grading(machine):
-    assert not machine.markers and not machine.late_changes, (
+    assert not machine.markers and not machine.late_changes and not machine.survivors, (
         "a process of a submission lived on: " + ", ".join(
             f"{p}: {p.read_text(errors='replace').strip()!r}" for p in machine.markers)
-        + f"; results.json changed after grading ended: {machine.late_changes}")
+        + f"; results.json changed after grading ended: {machine.late_changes}"
+        + f"; alive {DAEMON_WAIT_S:g} s after grading ended: {machine.survivors}")
 
 
 def test_machine_no_network(machine):
@@ -505,21 +614,22 @@ def test_machine_no_network(machine):
 
 
 def test_machine_no_files_left_in_tmp(machine):
-    assert not machine.tmp_new, f"left in /tmp: {sorted(machine.tmp_new)}"
+    assert not machine.tmp_new, f"left in /tmp or /dev/shm: {sorted(machine.tmp_new)}"
 
 
 def test_planted_module_breaks_nobody(planted):
     run = planted.run
     problems = ([f"exit code {run.rc}"] if run.rc != 0 else []) + check_book(run, {"canary_student"})
+    problems += check_scores(run, ["first_kernel/plant_pathlib"])
     found = results(run.out)
     victim = found.get("zz_victim.py")
     if victim is None or exercise_score(victim[1], "vector_add") != 2:
-        problems.append("the student graded after plant_module lost points: " + (
+        problems.append("the student graded after the planters lost points: " + (
             feedback(victim[1], "vector_add")[:400] if victim else "not graded"))
     if planted.tmp_new:
         problems.append(f"left in /tmp: {sorted(planted.tmp_new)}")
-    if planted.markers:
-        problems.append(f"markers: {planted.markers}")
+    if planted.markers or planted.survivors:
+        problems.append(f"markers: {planted.markers}; processes alive after grading: {planted.survivors}")
     assert not problems, "\n".join(problems) + "\n" + run.explain()
 
 

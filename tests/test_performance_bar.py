@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder import measure
+from autograder.check import time_exercise
 from autograder.labs import get_lab
 
 pytestmark = pytest.mark.gpu
@@ -39,7 +39,7 @@ MEMORY_BOUND = [
 @pytest.mark.parametrize("lab, name", MEMORY_BOUND)
 def test_memory_bound_reference_reaches_the_bar(lab, name):
     ex = get_lab(lab).exercise(name)
-    r = measure.time_exercise(ex, ex.baseline)
+    r = time_exercise(ex, ex.baseline)
     print(f"\n{lab}.{name}: {r.median_s * 1e6:.1f} us, {r.gbps:.0f} GB/s = {r.pct_of_copy:.1f}% of the "
           f"copy ({r.copy_gbps:.0f} GB/s)")
     assert r.measured and not r.flags, r
@@ -66,7 +66,7 @@ def cublas_sgemm(A, B, C):
 
 def test_reference_sum_keeps_up_with_cupy_sum():
     ex = get_lab("reduction").exercise("reduce_sum")
-    r = measure.time_exercise(ex, cupy_sum)  # cupy.sum as the "submission", the reference as baseline
+    r = time_exercise(ex, cupy_sum)  # cupy.sum as the "submission", the reference as baseline
     print(f"\nreduce_sum {r.baseline_median_s * 1e6:.1f} us, cupy.sum {r.median_s * 1e6:.1f} us: "
           f"the reference takes {r.ratio:.3f}x the time")
     assert r.measured and not r.flags, r
@@ -78,7 +78,7 @@ def test_cuda_c_sgemm_against_cublas():
     shares = {}
     for name in ("sgemm_cupy", "sgemm_regtile"):
         ex = lab.exercise(name)
-        r = measure.time_exercise(ex, cublas_sgemm)  # outputs checked against the reference's
+        r = time_exercise(ex, cublas_sgemm)  # outputs checked against the reference's
         assert r.measured and not r.flags, r
         shares[name] = 1 / r.ratio  # cuBLAS time over the reference's
         print(f"\n{name}: cuBLAS {r.gflops / 1e3:.1f} TFLOP/s, reference "

@@ -1,4 +1,4 @@
-"""Policy exercises (the batching lab): graded by simulation in the worker, judged in the parent."""
+"""Policy exercises (the batching lab): graded by simulation in the judge, each decision asked of the runner."""
 from __future__ import annotations
 
 import json
@@ -84,7 +84,7 @@ def test_early_stop_must_be_proved():
 
 
 def test_forged_engine_in_the_worker_changes_nothing(graded):
-    """The simulation runs in the parent: patching the worker's copy of the engine is moot."""
+    """The simulation runs in the judge: patching the runner's copy of the engine is moot."""
     def scores(sub):
         tests = json.loads((graded / sub / "results.json").read_text())["tests"]
         return [t["score"] for t in tests]

@@ -322,7 +322,10 @@ NOT_THE_REFERENCE = ("*.reference_schedule", "reference_schedule")
 LAB = Lab(
     name="batching",
     title="Lab 11: batching",
-    setup="import math\nimport numpy as np\nfrom autograder.labs import batching as engine\n",
+    setup="import math\nimport numpy as np\n",
+    # What answers may use as engine.NAME in the sandbox (the notebook imports this module).
+    engine=("T0_S", "T_TOKEN_S", "MAX_BATCH", "MAX_TOKENS", "BOUND_S", "SHORT", "LONG", "SHARE_SHORT",
+            "TICK_S", "N_REQUESTS", "batch_seconds"),
     exercises=(
         Exercise(
             name="schedule",

@@ -449,7 +449,11 @@ NOT_THE_REFERENCE = ("*.reference_schedule", "reference_schedule")
 LAB = Lab(
     name="inflight_batching",
     title="Lab 16: inflight_batching",
-    setup="import math\nimport numpy as np\nfrom autograder.labs import inflight_batching as engine\n",
+    setup="import math\nimport numpy as np\n",
+    # What answers may use as engine.NAME in the sandbox (the notebook imports this module).
+    engine=("T0_S", "T_DECODE_S", "T_PREFILL0_S", "T_PREFILL_S", "BLOCK_SIZE", "NUM_BLOCKS", "MAX_RUNNING",
+            "MAX_PREFILL_TOKENS", "PROMPT", "MAX_OUTPUT", "MEAN_OUTPUT", "PER_TOKEN_S", "FIRST_TOKEN_S", "ON_TIME", "TICK_S",
+            "N_REQUESTS", "blocks_for", "iteration_seconds"),
     exercises=(
         Exercise(
             name="schedule",

@@ -76,6 +76,54 @@ def _mv_inputs(p, rng):
     return {"x": x}
 
 
+# The timing size's inputs (Exercise.timing_inputs): built so that a reduction that skips or
+# samples terms is wrong. At 2**27 iid terms, summing half of them and doubling errs by about
+# 4e-5, inside the tolerance; so these inputs add a few large terms at random places that carry
+# half of the result. A sum that drops any 1% of its input (and scales the rest up) then misses
+# some of them or over-counts them, and errs by a few tenths of a percent at least.
+SPIKES = 64
+
+
+def _spike_places(rng, n: int) -> np.ndarray:
+    return rng.choice(n, size=min(SPIKES, n), replace=False)
+
+
+def _sum_timing_inputs(p, rng):
+    x = _offset_inputs(p, rng)["x"]
+    where = _spike_places(rng, x.size)
+    share = float(np.sum(x, dtype=np.float64)) / len(where)  # the spikes carry as much as the rest
+    x[where] += (share * rng.uniform(0.5, 1.5, len(where))).astype(np.float32)
+    return {"x": x}
+
+
+def _squares_timing_inputs(p, rng):
+    x = uniform(rng, p["n"])
+    where = _spike_places(rng, x.size)
+    size = math.sqrt(float(np.sum(np.square(x, dtype=np.float64))) / len(where))
+    x[where] = (size * rng.uniform(0.7, 1.3, len(where)) * rng.choice([-1.0, 1.0], len(where))).astype(np.float32)
+    return {"x": x}
+
+
+def _mv_timing_inputs(p, rng):
+    x = _mv_inputs(p, rng)["x"]
+    sigma = float(np.std(x, dtype=np.float64))
+    where = _spike_places(rng, x.size)
+    size = sigma * math.sqrt(x.size / len(where))  # the spikes carry half of the variance
+    x[where] += (size * rng.uniform(0.7, 1.3, len(where)) * rng.choice([-1.0, 1.0], len(where))).astype(np.float32)
+    return {"x": x}
+
+
+def _max_timing_inputs(p, rng):
+    """The maximum at a random place among 128 near-ties (within 0.2%): the timed calls' jitter
+    (0.8% per element) picks a different winner each time, so skipping any 1% of the input
+    misses the maximum in about 1% of the calls, and every call is checked."""
+    x = uniform(rng, p["n"])
+    top = float(x.max())
+    where = rng.choice(x.size, size=min(128, x.size), replace=False)
+    x[where] = (top + abs(top) * (0.01 + 0.002 * rng.random(len(where)))).astype(np.float32)
+    return {"x": x}
+
+
 # --------------------------------------------------------------------------- references
 def _block_sums64(x):
     n = x.shape[0]
@@ -403,6 +451,7 @@ LAB = Lab(
             outputs=ONE,
             reference=lambda x: {"out": _one(x.sum())},
             cases=_sum_cases,
+            timing_inputs=_sum_timing_inputs,
             timing_case={"n": TIMED},
             baseline=_base_reduce_sum,
             baseline_name="reference kernel (one wave, four loads in flight, one atomic per block)",
@@ -424,6 +473,7 @@ LAB = Lab(
             outputs=ONE,
             reference=lambda x: {"out": _one(x.max())},  # a maximum is exact: no rounding at all
             cases=_max_cases,
+            timing_inputs=_max_timing_inputs,
             timing_case={"n": TIMED, "negative": 0, "max_last": 0},
             baseline=_base_reduce_max,
             baseline_name="reference kernel (one wave, warp shuffles, one atomic per block)",
@@ -443,6 +493,7 @@ LAB = Lab(
             outputs=ONE,
             reference=lambda x: {"out": _one(np.dot(x, x))},  # every term >= 0: |sum| = sum |terms|
             cases=_sum_cases,
+            timing_inputs=_squares_timing_inputs,
             timing_case={"n": TIMED},
             baseline=_base_sum_squares,
             baseline_name="reference CuPy raw kernel",
@@ -463,6 +514,7 @@ LAB = Lab(
             outputs={"mean": Out(lambda p: (1,)), "var": Out(lambda p: (1,))},
             reference=lambda x: {"mean": _one(x.mean()), "var": _one(x.var())},
             cases=_mv_cases,
+            timing_inputs=_mv_timing_inputs,
             timing_case={"n": TIMED, "shift": 1000},
             baseline=_base_mean_var,
             baseline_name="reference kernels (shifted sums, one wave, four loads in flight)",

@@ -1,8 +1,8 @@
 # Launches on a non-blocking side stream and returns at once, hoping the timer stops early.
-import cupy as cp
+from cuda.bindings import driver
 from numba import cuda
 
-_side = cp.cuda.Stream(non_blocking=True)
+_side = cuda.external_stream(int(driver.cuStreamCreate(1)[1]))  # 1: CU_STREAM_NON_BLOCKING
 
 
 @cuda.jit
@@ -13,6 +13,5 @@ def add_kernel(a, b, out):
 
 
 def vector_add(a, b, out):
-    stream = cuda.external_stream(_side.ptr)
     for _ in range(3):  # extra work the cheat hopes goes uncounted
-        add_kernel[(out.size + 255) // 256, 256, stream](a, b, out)
+        add_kernel[(out.size + 255) // 256, 256, _side](a, b, out)

@@ -1,9 +1,9 @@
-# Honest work, but launched on a non-blocking side stream and left running: if the grader held
-# the GPU with a kernel that left SMs free, this work would finish before the clock started.
-import cupy as cp
+# Honest work, but launched on a non-blocking side stream and left running when the function
+# returns: the time must still be counted (or the outputs found unfinished).
+from cuda.bindings import driver
 from numba import cuda
 
-_side = cp.cuda.Stream(non_blocking=True)
+_side = cuda.external_stream(int(driver.cuStreamCreate(1)[1]))  # 1: CU_STREAM_NON_BLOCKING
 
 
 @cuda.jit
@@ -14,4 +14,4 @@ def add_kernel(a, b, out):
 
 
 def vector_add(a, b, out):
-    add_kernel[(out.size + 255) // 256, 256, cuda.external_stream(_side.ptr)](a, b, out)
+    add_kernel[(out.size + 255) // 256, 256, _side](a, b, out)
