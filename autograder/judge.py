@@ -376,6 +376,11 @@ class Judge:
             except CaseFailed as exc:
                 res.message = f"{exc} on case {describe(params)}"
                 res.cases.append(f"FAIL {describe(params)}: {exc}")
+                if self.opts.sanitize and proc.log is not None:  # memcheck stops the kernel: say what it saw
+                    time.sleep(0.5)  # its report is still on its way through the pipe
+                    found = sanitizer_findings(proc.log.lines_since(sanitize_mark))
+                    if found:
+                        res.message = f"compute-sanitizer ({self.opts.sanitize}) found errors:\n" + "\n".join(found)
                 self.drop(ex)  # a CUDA error can leave the context unusable
                 return
             c = compare(ex, params, inputs, outputs, after, faults)

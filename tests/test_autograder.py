@@ -185,7 +185,10 @@ def test_runner_replies_are_bounded_and_checked():
 
     def drip(s):
         for byte in frame({"ok": True, "pad": "x" * 50}):
-            s.send(bytes([byte]))
+            try:
+                s.send(bytes([byte]))
+            except OSError:  # the judge gave up on it, as it should
+                return
             time.sleep(0.2)
 
     t0 = time.monotonic()
