@@ -707,16 +707,23 @@ class Runner:
         GUARD.rules = msg.get("rules", {})
         GUARD.exercise = msg.get("exercise", "")
 
-    # -- one correctness call
-    def call(self, msg: dict) -> dict:
+    def prepared(self, msg: dict):
+        """(the exercise's function, '') ready to call under its rules, or (None, why not)."""
         try:
             fn = self.function(msg["exercise"])
         except LookupError as exc:
-            return {"ok": False, "error": str(exc)}
+            return None, str(exc)
         problem = signature_problem(fn, msg.get("names", []))
         if problem:
-            return {"ok": False, "error": problem}
+            return None, problem
         self.enter(msg)
+        return fn, ""
+
+    # -- one correctness call
+    def call(self, msg: dict) -> dict:
+        fn, problem = self.prepared(msg)
+        if fn is None:
+            return {"ok": False, "error": problem}
         faults: list[str] = []
         try:
             args = [self.build(d, msg["backend"]) for d in msg["args"]]
@@ -788,14 +795,9 @@ class Runner:
     def policy(self, msg: dict) -> dict:
         import operator
 
-        try:
-            fn = self.function(msg["exercise"])
-        except LookupError as exc:
-            return {"ok": False, "error": str(exc)}
-        problem = signature_problem(fn, msg.get("names", []))
-        if problem:
+        fn, problem = self.prepared(msg)
+        if fn is None:
             return {"ok": False, "error": problem}
-        self.enter(msg)
         try:
             answer = fn(*[decode_value(a) for a in msg["args"]])
             try:

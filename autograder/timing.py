@@ -52,25 +52,6 @@ extern "C" __global__ void __launch_bounds__(1024, 1) grader_hold(long long ns) 
 # flip, a sign from the same hash too. The gain changes every linear output; the jitter and
 # the sign change every element, so no two calls see the same input.
 FRESH_SOURCE = r"""
-__device__ __forceinline__ unsigned long long mix(unsigned long long z) {
-    z += 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-template <typename T>
-__device__ void fresh(const T* src, T* dst, long long n, unsigned long long key, float gain, float eps, int flip) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        unsigned long long h = mix(key ^ (unsigned long long)i);
-        float u = (float)(h >> 40) * (1.0f / 8388608.0f) - 1.0f;
-        float s = (flip && (h & 1ULL)) ? -1.0f : 1.0f;
-        dst[i] = (T)((float)src[i] * gain * (1.0f + eps * u) * s);
-    }
-}
-extern "C" __global__ void fresh_f32(const float* s, float* d, long long n, unsigned long long k, float g, float e, int f) { fresh<float>(s, d, n, k, g, e, f); }
-extern "C" __global__ void fresh_f64(const double* s, double* d, long long n, unsigned long long k, float g, float e, int f) { fresh<double>(s, d, n, k, g, e, f); }
-"""
-FRESH_F16 = r"""
 #include <cuda_fp16.h>
 __device__ __forceinline__ unsigned long long mix(unsigned long long z) {
     z += 0x9E3779B97F4A7C15ULL;
@@ -78,14 +59,24 @@ __device__ __forceinline__ unsigned long long mix(unsigned long long z) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
 }
-extern "C" __global__ void fresh_f16(const __half* src, __half* dst, long long n, unsigned long long key, float gain, float eps, int flip) {
+__device__ __forceinline__ float tof(float x) { return x; }
+__device__ __forceinline__ float tof(double x) { return (float)x; }
+__device__ __forceinline__ float tof(__half x) { return __half2float(x); }
+__device__ __forceinline__ void put(float* d, float v) { *d = v; }
+__device__ __forceinline__ void put(double* d, float v) { *d = (double)v; }
+__device__ __forceinline__ void put(__half* d, float v) { *d = __float2half(v); }
+template <typename T>
+__device__ void fresh(const T* src, T* dst, long long n, unsigned long long key, float gain, float eps, int flip) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         unsigned long long h = mix(key ^ (unsigned long long)i);
         float u = (float)(h >> 40) * (1.0f / 8388608.0f) - 1.0f;
         float s = (flip && (h & 1ULL)) ? -1.0f : 1.0f;
-        dst[i] = __float2half(__half2float(src[i]) * gain * (1.0f + eps * u) * s);
+        put(&dst[i], tof(src[i]) * gain * (1.0f + eps * u) * s);
     }
 }
+#define FRESH(NAME, T) extern "C" __global__ void fresh_##NAME(const T* s, T* d, long long n, unsigned long long k, \
+    float g, float e, int f) { fresh<T>(s, d, n, k, g, e, f); }
+FRESH(float32, float) FRESH(float64, double) FRESH(float16, __half)
 """
 JITTER = 2.0 ** -7  # per-element relative change of fresh inputs
 # The comparison of a timed call's outputs with the reference's, compiled once per dtype when
@@ -184,12 +175,8 @@ class JudgeGPU:
         except Exception:  # an older GPU or driver: 48 KiB still fills most SMs
             smem = int(props["sharedMemPerBlock"])
         self.smem = smem
-        mod = cp.RawModule(code=FRESH_SOURCE, options=("-std=c++14",), name_expressions=None)
-        self.fresh = {"float32": mod.get_function("fresh_f32"), "float64": mod.get_function("fresh_f64")}
-        try:
-            self.fresh["float16"] = cp.RawKernel(FRESH_F16, "fresh_f16")
-        except Exception:
-            pass
+        mod = cp.RawModule(code=FRESH_SOURCE, options=("-std=c++14",))
+        self.fresh = {t: mod.get_function(f"fresh_{t}") for t in ("float32", "float64", "float16")}
         self.flush_buf = cp.ones(64 << 20, dtype=cp.int32)  # 256 MiB: beyond any L2 we know
         self.copy_gbps: float | None = None
         cmp = cp.RawModule(code=COMPARE_SOURCE, options=("-std=c++14",))
