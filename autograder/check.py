@@ -108,8 +108,9 @@ def checker(lab_name: str):
                     for line in rest.splitlines():
                         print(f"  {'':<28} {'':<6} {'':>11}  {line}")
                     result.cases.append(CaseResult(dict(params), False, None, text))
-                    print("Fix the error above first; the remaining cases were not run.")
-                    return result
+                    judge.drop(ex)  # a fresh start for the next case
+                    proc = judge.runner_for(ex)
+                    continue
                 res = compare(ex, params, inputs, outputs, after, faults)
                 result.cases.append(res)
                 err = "" if res.max_abs_err is None else f"{res.max_abs_err:.2g}"

@@ -19,10 +19,26 @@ GUARD = 256  # elements around every array a learner gets; out-of-bounds accesse
 _GUARD_NAN_BITS = {2: 0x7E5A, 4: 0x7FA5A5A5, 8: 0x7FF4A5A5A5A5A5A5}
 
 
+# Outputs start as a quiet NaN with a payload of their own, so that an element never written is
+# told apart from one the call wrote NaN into (by reading out of bounds, say).
+_POISON_NAN_BITS = {2: 0x7EAD, 4: 0x7FC0DEAD, 8: 0x7FF80000DEADBEEF}
+
+
 def guard_fill(dtype):
-    """The poison for outputs: NaN for floats, POISON_INT (wrapped to the type) for integers."""
+    """The poison for outputs: a marked NaN for floats, POISON_INT (wrapped) for integers."""
     dtype = np.dtype(dtype)
-    return np.nan if dtype.kind == "f" else np.array(POISON_INT, dtype=np.int64).astype(dtype)[()]
+    if dtype.kind == "f":
+        bits = _POISON_NAN_BITS.get(dtype.itemsize)
+        return np.array(bits, dtype=f"u{dtype.itemsize}").view(dtype)[()] if bits else np.nan
+    return np.array(POISON_INT, dtype=np.int64).astype(dtype)[()]
+
+
+def never_written(values: np.ndarray) -> np.ndarray:
+    """Where a float output still holds the poison, bit for bit."""
+    bits = _POISON_NAN_BITS.get(values.dtype.itemsize)
+    if values.dtype.kind != "f" or bits is None:
+        return np.zeros(values.shape, dtype=bool)
+    return values.view(f"u{values.dtype.itemsize}") == bits
 
 
 def guard_pattern(dtype) -> np.generic:
@@ -98,8 +114,11 @@ def compare(ex: Exercise, params, host_inputs, outputs, inputs_after, faults=())
         worst = max(worst, case_err) if not math.isnan(case_err) else case_err
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            nan = int(np.isnan(got64).sum())
-            hint = f"; {_count(nan, 'element')} never written (still NaN)" if nan and spec.init is None else ""
+            unwritten = int(never_written(got).sum()) if spec.init is None else 0
+            nan = int(np.isnan(got64).sum()) - unwritten
+            hint = f"; {_count(unwritten, 'element')} never written" if unwritten else ""
+            hint += (f"; {_count(nan, 'element')} written as NaN (a read out of bounds, or of an element "
+                     f"not yet written?)") if nan else ""
             return CaseResult(params, False, case_err,
                               f"{name}{list(idx)} = {got[idx]!r}, expected {want[idx]:.6g}; "
                               f"{int(bad.sum())} of {bad.size} elements wrong{hint}")
