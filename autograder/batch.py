@@ -80,9 +80,10 @@ def grade_all(lab: Lab, paths: list[Path], out_dir: Path, *, simulator: bool, gp
     valid = read_results(out_dir, lab, record)
     wanted = sorted(exercises) if exercises else [e.name for e in lab.exercises]
     todo = []
+    digests = {n: digest(p) for n, p in names.items()}
     for n, p in names.items():
         r = record.get(n, {})
-        same = r.get("sha256") == digest(p) and r.get("source") == p.name and n in valid
+        same = r.get("sha256") == digests[n] and r.get("source") == p.name and n in valid
         covered = set(wanted) <= set(r.get("exercises") or [])
         if force or not (same and covered):
             todo.append((n, p))
@@ -112,7 +113,7 @@ def grade_all(lab: Lab, paths: list[Path], out_dir: Path, *, simulator: bool, gp
                                                                f"{type(exc).__name__}: {exc}")
             write_result(out_dir, name, res)
             with book_lock:
-                record[name] = {"source": path.name, "sha256": digest(path), "exercises": wanted}
+                record[name] = {"source": path.name, "sha256": digests[name], "exercises": wanted}
                 write_record(out_dir, lab, record)
                 write_gradebook(out_dir, lab)
             progress.step(f"{name}: {res.score:g}/{res.max_score:g}")

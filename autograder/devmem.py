@@ -16,7 +16,8 @@ import numpy as np
 ALIGN = 512  # bytes: every array starts here, so 16-byte vector loads stay aligned
 
 
-def _ok(res):
+def driver_ok(res):
+    """The value(s) a CUDA driver call (cuda.bindings) returned, or its error as an exception."""
     err = res[0]
     if int(err) != 0:
         raise RuntimeError(f"CUDA driver error {err!r}")
@@ -38,24 +39,24 @@ class DeviceChunk:
         prop.location.id = dev
         if exportable:  # (in check(), nothing leaves the process: no handle type, which WSL lacks)
             prop.requestedHandleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-        gran = int(_ok(cu.cuMemGetAllocationGranularity(
+        gran = int(driver_ok(cu.cuMemGetAllocationGranularity(
             prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
         self.size = max(gran, -(-size // gran) * gran)
-        self.handle = _ok(cu.cuMemCreate(self.size, prop, 0))
-        self.ptr = int(_ok(cu.cuMemAddressReserve(self.size, 0, 0, 0)))
-        _ok(cu.cuMemMap(self.ptr, self.size, 0, self.handle, 0))
+        self.handle = driver_ok(cu.cuMemCreate(self.size, prop, 0))
+        self.ptr = int(driver_ok(cu.cuMemAddressReserve(self.size, 0, 0, 0)))
+        driver_ok(cu.cuMemMap(self.ptr, self.size, 0, self.handle, 0))
         desc = cu.CUmemAccessDesc()
         desc.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
         desc.location.id = dev
         desc.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-        _ok(cu.cuMemSetAccess(self.ptr, self.size, [desc], 1))
+        driver_ok(cu.cuMemSetAccess(self.ptr, self.size, [desc], 1))
         self._mem = cp.cuda.UnownedMemory(self.ptr, self.size, self)
 
     def export(self) -> int:
         """A new file descriptor for the allocation (the caller sends and closes it)."""
         from cuda.bindings import driver as cu
 
-        return int(_ok(cu.cuMemExportToShareableHandle(
+        return int(driver_ok(cu.cuMemExportToShareableHandle(
             self.handle, cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)))
 
     def view(self, offset: int, shape, dtype):

@@ -31,12 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import runproc
 from .devmem import Arena
 from .labs import get_lab
-from .measure import GUARD, POISON_INT, compare, describe, guard_fill, guard_pattern, overruns
+from .measure import GUARD, _count, compare, describe, guard_fill, guard_pattern, overruns
 from .outcome import ExerciseResult
-from .runproc import RunnerProcess, WorkerFailed
+from .runproc import RunnerProcess, RunnerFailed
 from .spec import Exercise, Lab
 from .timing import BATCH, SpeedResult, Target, time_batches
 
@@ -143,12 +142,12 @@ class RemoteTarget(Target):
         self.proc.send(self._msg("batch", sets, seq=seq, flags=flags, gated=gated))
         reply = self.proc.receive(self.timeout)
         if reply.get("queued") != seq:
-            raise WorkerFailed("the process running your code answered out of turn")
+            raise RunnerFailed("the process running your code answered out of turn")
 
     def finish(self, seq: int) -> str:
         reply = self.proc.receive(self.timeout)
         if reply.get("finished") != seq:
-            raise WorkerFailed("the process running your code answered out of turn")
+            raise RunnerFailed("the process running your code answered out of turn")
         return "" if reply.get("ok") else str(reply.get("error", "failed"))[:2000]
 
 
@@ -286,7 +285,7 @@ class Judge:
                              sanitize=self.opts.sanitize)
         try:
             hello = proc.receive(self.opts.timeout)
-        except WorkerFailed as exc:
+        except RunnerFailed as exc:
             self.load_errors[group] = "loading your code failed: " + str(exc)
             self._retire(proc)
             raise LoadFailed(self.load_errors[group]) from None
@@ -341,7 +340,7 @@ class Judge:
                 self.grade_one(index, ex, res)
             except LoadFailed as exc:
                 res.message = str(exc)
-            except WorkerFailed as exc:
+            except RunnerFailed as exc:
                 res.message = str(exc)
                 self.drop(ex)
             except Exception as exc:  # noqa: BLE001 - a grader bug costs this exercise, not the rest
@@ -411,7 +410,6 @@ class Judge:
         Returns (outputs, inputs_after, faults) as host arrays; faults are out-of-bounds writes
         (seen in the guard elements), and the runner's reports of leaks and pinned memory."""
         guards = 0 if self.opts.sanitize else GUARD
-        layout, names, wheres = [], [], []
         on_host = tuple(ex.host_args) + tuple(ex.pinned_args)
         arrays = {}
         for name, v in inputs.items():
@@ -495,7 +493,7 @@ class Judge:
     # -- speed
     def time(self, ex: Exercise, proc, index: int) -> SpeedResult:
         params = ex.timing_case
-        if params is None or ex.baseline is None and ex.speed is None:
+        if params is None:
             return SpeedResult(False, "this exercise is graded on correctness only")
         rng = np.random.default_rng([self.opts.seed, index, 1])
         make = ex.timing_inputs or ex.inputs
@@ -518,6 +516,7 @@ class Judge:
             cids.append(cid)
             return {n: b for (n, _, _), b in zip(name_shapes, bufs)}
 
+        flag_cids: list[int] = []
         try:
             dev_in = [(n, pool_host[0][n].shape, pool_host[0][n].dtype) for n in names if n not in on_host]
             host_in = [(n, pool_host[0][n].shape, pool_host[0][n].dtype) for n in names if n in on_host]
@@ -539,7 +538,8 @@ class Judge:
             sets = {"pool": pool, "inputs": [input_set() for _ in range(calls)],
                     "sub": [alloc(outs) for _ in range(calls)], "base": [alloc(outs) for _ in range(calls)]}
             flag_bufs = [self.arena.alloc([((16,), "uint32")])[1][0] for _ in range(3)]
-            cids += [b.chunk_id for b in flag_bufs]
+            flag_cids = [b.chunk_id for b in flag_bufs]
+            cids += flag_cids
             for b in flag_bufs:
                 b.view.fill(0)
             self.gpu.cp.cuda.Device().synchronize()
@@ -566,12 +566,12 @@ class Judge:
                 null = RemoteTarget(ref, ex, "__null__", flags[2], self.opts.timeout, flag_bufs[2])
             return time_batches(self.gpu, ex, params, pool_host, sets, sub, base, null, np.random.default_rng())
         finally:
-            self.release_flags(cids)
+            self.release_flags(flag_cids)
             for p in ([proc] + ([self.reference] if self.reference is not None else [])):
                 if p is not None and p.alive():
                     try:
                         p.unmap(cids, self.opts.timeout)
-                    except WorkerFailed:
+                    except RunnerFailed:
                         pass
             for cid in cids:
                 self.arena.free(cid)
@@ -583,7 +583,7 @@ class Judge:
             return
         for cid in cids:
             c = self.arena.chunks.get(cid)
-            if c is not None and c.kind == "device" and c.size <= (2 << 20):
+            if c is not None:
                 with self.gpu.side:
                     c.view(0, (16,), "uint32").fill(0x7FFFFFFF)
         self.gpu.side.synchronize()
@@ -613,7 +613,7 @@ class Judge:
         def policy(*args):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise WorkerFailed(f"the simulation did not finish within {self.opts.timeout:.0f} s (a slow policy?)")
+                raise RunnerFailed(f"the simulation did not finish within {self.opts.timeout:.0f} s (a slow policy?)")
             reply = proc.request({"op": "policy", "exercise": ex.name, "names": list(ex.args), "rules": rules(ex),
                                   "args": [encode_value(a) for a in args]}, left)
             if not reply.get("ok"):
@@ -684,10 +684,6 @@ def score_speed(ex: Exercise, speed: SpeedResult, res: ExerciseResult) -> None:
         res.speed = 0.0
         return
     res.speed = ex.speed.score(speed.ratio)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _put(view, host: np.ndarray) -> None:

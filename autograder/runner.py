@@ -24,7 +24,6 @@ import socket
 import struct
 import sys
 import threading
-import traceback
 
 MAX_IN = 64 << 20  # bytes of one message from the judge (cases can be long lists)
 TEXT = 2000  # characters of an error message sent back

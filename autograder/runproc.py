@@ -29,7 +29,7 @@ SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGABRT: "abort", signal
            signal.SIGBUS: "bus error", signal.SIGFPE: "floating-point exception"}
 
 
-class WorkerFailed(Exception):
+class RunnerFailed(Exception):
     """The runner died, hung, printed too much, used too much memory or answered nonsense."""
 
 
@@ -147,7 +147,7 @@ class RunnerProcess:
             else:
                 self.sock.sendall(frame)
         except OSError:
-            raise WorkerFailed(self._death()) from None
+            raise RunnerFailed(self._death()) from None
 
     def receive(self, timeout: float) -> dict:
         """One message, within ``timeout`` seconds in all, however slowly it arrives."""
@@ -156,17 +156,17 @@ class RunnerProcess:
         (n,) = struct.unpack("<I", head)
         if n > MAX_REPLY:
             self.kill()
-            raise WorkerFailed(f"the process running your code sent {n:,} bytes where a short message "
+            raise RunnerFailed(f"the process running your code sent {n:,} bytes where a short message "
                                "was expected; stopped")
         body = self._read(n, deadline, timeout)
         try:
             msg = json.loads(body)
         except (ValueError, UnicodeDecodeError):
             self.kill()
-            raise WorkerFailed("the grader could not read the answer of the process running your code") from None
+            raise RunnerFailed("the grader could not read the answer of the process running your code") from None
         if not isinstance(msg, dict):
             self.kill()
-            raise WorkerFailed("the grader could not read the answer of the process running your code")
+            raise RunnerFailed("the grader could not read the answer of the process running your code")
         return msg
 
     def _read(self, n: int, deadline: float, timeout: float) -> bytes:
@@ -181,22 +181,22 @@ class RunnerProcess:
             except OSError:
                 chunk = b""
             if not chunk:
-                raise WorkerFailed(self._death())
+                raise RunnerFailed(self._death())
             buf += chunk
         return bytes(buf)
 
     def _watch(self, deadline: float, timeout: float) -> None:
         if self.proc.poll() is not None:
-            raise WorkerFailed(self._death())
+            raise RunnerFailed(self._death())
         if self.log.total > OUTPUT_LIMIT:
             self.kill()
-            raise WorkerFailed(f"your code printed more than {OUTPUT_LIMIT >> 20} MB; stopped")
+            raise RunnerFailed(f"your code printed more than {OUTPUT_LIMIT >> 20} MB; stopped")
         if self.tree.rss_gb() > self.memory_limit_gb:
             self.kill()
-            raise WorkerFailed(f"your code used more than {self.memory_limit_gb:g} GB of host memory; stopped")
+            raise RunnerFailed(f"your code used more than {self.memory_limit_gb:g} GB of host memory; stopped")
         if time.monotonic() > deadline:
             self.kill()
-            raise WorkerFailed(f"did not finish within {timeout:.0f} s (an endless loop, "
+            raise RunnerFailed(f"did not finish within {timeout:.0f} s (an endless loop, "
                                "a kernel that never ends, or a grid far too large?)")
 
     def request(self, msg: dict, timeout: float, fds: list[int] = ()) -> dict:
@@ -215,7 +215,7 @@ class RunnerProcess:
         finally:
             os.close(fd)
         if not reply.get("ok"):
-            raise WorkerFailed("the process running your code could not map the grader's memory")
+            raise RunnerFailed("the process running your code could not map the grader's memory")
         self.mapped.add(cid)
 
     def unmap(self, cids, timeout: float) -> None:
@@ -256,7 +256,7 @@ class RunnerProcess:
             try:
                 self.send({"op": "exit"})
                 self.proc.wait(timeout=10)
-            except (WorkerFailed, subprocess.TimeoutExpired):
+            except (RunnerFailed, subprocess.TimeoutExpired):
                 pass
         gone = self.kill()
         self.sock.close()

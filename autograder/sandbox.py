@@ -21,7 +21,6 @@ uses an unprivileged user namespace. Host memory is watched from outside
 from __future__ import annotations
 
 import glob
-import json
 import os
 import resource
 import shutil

@@ -82,7 +82,7 @@ class Exercise:
     pinned_args: tuple[str, ...] = ()  # NumPy inputs left on the host in pinned (page-locked) memory
     check_leaks: bool = False  # on a GPU, device memory the call does not free fails the case
     # True where the host's cost of launching is what the exercise is about (CUDA graphs): the
-    # grader then times the calls as launched, without first holding the GPU (measure.py).
+    # grader then times the calls as launched, with the host's launch costs (timing.py).
     launch_cost_counts: bool = False
     # The floating inputs the timing loop refreshes for every call (a new gain and a new
     # per-element jitter, so no call sees the inputs of another); None: every floating input.
@@ -97,10 +97,10 @@ class Exercise:
     # them, must be wrong here. None: ``inputs``.
     timing_inputs: Callable[[Params, np.random.Generator], dict[str, Any]] | None = None
     tolerance: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # dtype -> (rtol, atol)
-    # An answer that is a policy, not a kernel (a batching scheduler). The parent runs
+    # An answer that is a policy, not a kernel (a batching scheduler). The judge runs
     # simulate(policy, params, inputs) -> {name: host array}, a record of what the policy did,
-    # where policy(*args) is the learner's function called in the worker over the socket: the
-    # learner's code sees only its arguments, never the simulator's future. The parent then
+    # where policy(*args) is the learner's function called in its runner over the socket: the
+    # learner's code sees only its arguments, never the simulator's future. The judge then
     # judges the records with assess(cases, records) -> Assessment. Nothing runs on a GPU, so
     # such exercises are graded the same way in simulator mode, speed included.
     simulate: Callable[..., dict[str, np.ndarray]] | None = None
@@ -116,7 +116,7 @@ class Exercise:
 
 @dataclass
 class Assessment:
-    """The parent's verdict on a policy exercise's records (see ``Exercise.simulate``)."""
+    """The judge's verdict on a policy exercise's records (see ``Exercise.simulate``)."""
 
     passed: bool
     lines: list[str]  # one per case: "pass ..." or "FAIL ...", as for kernels

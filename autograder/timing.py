@@ -24,11 +24,12 @@ runner's empty calls and subtracts it, so short kernels are not made to look slo
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .devmem import driver_ok
 
 BATCH = 4  # calls per timed sample at least, each on its own buffers
 MAX_CALLS = 32  # more for short calls, so that the switch between processes is a small part
@@ -249,12 +250,12 @@ class JudgeGPU:
         from cuda.bindings import driver as cu
 
         s = self.stream if stream is None else stream
-        _ok(cu.cuStreamWriteValue32(cu.CUstream(s.ptr), cu.CUdeviceptr(ptr), value, 0))
+        driver_ok(cu.cuStreamWriteValue32(cu.CUstream(s.ptr), cu.CUdeviceptr(ptr), value, 0))
 
     def wait_flag(self, ptr: int, value: int) -> None:
         from cuda.bindings import driver as cu
 
-        _ok(cu.cuStreamWaitValue32(cu.CUstream(self.stream.ptr), cu.CUdeviceptr(ptr), value,
+        driver_ok(cu.cuStreamWaitValue32(cu.CUstream(self.stream.ptr), cu.CUdeviceptr(ptr), value,
                                    cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ))
 
     def refresh(self, src, dst, dtype: str, key: int, gain: float, flip: bool) -> None:
@@ -270,13 +271,6 @@ class JudgeGPU:
                               np.int32(1 if flip else 0)))
 
 
-def _ok(res):
-    if int(res[0]) != 0:
-        raise RuntimeError(f"CUDA driver error {res[0]!r}")
-
-
-class TimingFailed(Exception):
-    pass
 
 
 class Target:
@@ -393,20 +387,19 @@ def time_batches(judge: JudgeGPU, ex, params, pool: list[dict], sets: dict, sub:
                 bad2 = _compare(judge, ex, sets) if compare else None
                 events[role] = (start, end, end2, bad, bad2)
         late = False
-        if True:
-            if gated:
-                for role, t, _ in targets:
-                    t.queue(args[role], seq, gated)
-                    if events[role][0].done:
-                        late = True  # its calls were still being queued when its clock started
-                errors = {role: t.finish(seq) for role, t, _ in targets}
-            elif local:  # as launched, in this thread: one target after the other
-                errors = {}
-                for role, t, _ in targets:
-                    t.queue(args[role], seq, gated)
-                    errors[role] = t.finish(seq)
-            else:  # as launched, by runners already waiting for their flags
-                errors = {role: t.finish(seq) for role, t, _ in targets}
+        if gated:
+            for role, t, _ in targets:
+                t.queue(args[role], seq, gated)
+                if events[role][0].done:
+                    late = True  # its calls were still being queued when its clock started
+            errors = {role: t.finish(seq) for role, t, _ in targets}
+        elif local:  # as launched, in this thread: one target after the other
+            errors = {}
+            for role, t, _ in targets:
+                t.queue(args[role], seq, gated)
+                errors[role] = t.finish(seq)
+        else:  # as launched, by runners already waiting for their flags
+            errors = {role: t.finish(seq) for role, t, _ in targets}
         judge.stream.synchronize()
         return events, late, errors
 

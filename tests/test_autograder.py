@@ -157,7 +157,7 @@ def test_runner_replies_are_bounded_and_checked():
     import threading
     import time
 
-    from autograder.runproc import RunnerProcess, WorkerFailed
+    from autograder.runproc import RunnerProcess, RunnerFailed
 
     def fake(sender):
         """A RunnerProcess whose 'runner' is a thread sending what `sender` writes."""
@@ -178,9 +178,9 @@ def test_runner_replies_are_bounded_and_checked():
     assert fake(lambda s: s.sendall(frame({"ok": True}))).receive(5) == {"ok": True}
     for payload, words in ((b"[1, 2]", "could not read"), (b"\xff\xfe", "could not read"),
                            (b"{" * 100000, "could not read")):
-        with pytest.raises(WorkerFailed, match=words):
+        with pytest.raises(RunnerFailed, match=words):
             fake(lambda s, p=payload: s.sendall(frame(p))).receive(5)
-    with pytest.raises(WorkerFailed, match="bytes where a short message"):
+    with pytest.raises(RunnerFailed, match="bytes where a short message"):
         fake(lambda s: s.sendall(struct.pack("<I", 1 << 30))).receive(5)
 
     def drip(s):
@@ -192,7 +192,7 @@ def test_runner_replies_are_bounded_and_checked():
             time.sleep(0.2)
 
     t0 = time.monotonic()
-    with pytest.raises(WorkerFailed, match="did not finish within 2 s"):
+    with pytest.raises(RunnerFailed, match="did not finish within 2 s"):
         fake(drip).receive(2)
     assert time.monotonic() - t0 < 4
 

@@ -151,7 +151,7 @@ EXACT = {"float32": (0.0, 0.0)}
 # --------------------------------------------------------------------------- the reference kernels
 @lru_cache(maxsize=None)
 def _numba_kernels():
-    """One kernel per kind of step, built in the worker on first use (never at import time)."""
+    """One kernel per kind of step, built in the reference runner on first use (never at import time)."""
     global cuda
     from numba import cuda
 

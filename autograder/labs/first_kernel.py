@@ -13,7 +13,7 @@ def _vec(n):
 
 @lru_cache(maxsize=None)
 def _baselines():
-    """Reference kernels, built in the worker on first use (never at import time)."""
+    """Reference kernels, built in the reference runner on first use (never at import time)."""
     from numba import cuda
 
     @cuda.jit

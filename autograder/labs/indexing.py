@@ -99,7 +99,7 @@ def _laplacian_reference(u):
 # --------------------------------------------------------------------------- baselines
 @lru_cache(maxsize=None)
 def _numba_baselines():
-    """Reference kernels, built in the worker on first use (never at import time)."""
+    """Reference kernels, built in the reference runner on first use (never at import time)."""
     from numba import cuda
 
     @cuda.jit

@@ -93,7 +93,7 @@ def _gemm_flops(p):
 # --------------------------------------------------------------------------- baselines
 @lru_cache(maxsize=None)
 def _numba_kernels():
-    """Reference kernels, built in the worker on first use (never at import time)."""
+    """Reference kernels, built in the reference runner on first use (never at import time)."""
     # A module global, not a local: the simulator swaps in its own cuda module through the
     # kernels' globals only, and cuda.shared and cuda.local need it.
     global cuda

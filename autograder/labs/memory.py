@@ -42,7 +42,7 @@ def _base_upload(host, out):
 
 @lru_cache(maxsize=None)
 def _numba_kernels():
-    """Reference kernels, built in the worker on first use (never at import time)."""
+    """Reference kernels, built in the reference runner on first use (never at import time)."""
     from numba import cuda
 
     @cuda.jit

@@ -80,7 +80,7 @@ def _batch_inputs(p, rng):
 # --------------------------------------------------------------------------- baselines
 @lru_cache(maxsize=None)
 def _numba_baselines():
-    """Reference kernels, built in the worker on first use (never at import time)."""
+    """Reference kernels, built in the reference runner on first use (never at import time)."""
     from numba import cuda, float32
 
     tile_padded = TILE + 1

@@ -205,7 +205,7 @@ def _copy_ref(src_blocks, dst_blocks, k_pages_in, v_pages_in):
 # --------------------------------------------------------------------------- baseline
 @lru_cache(maxsize=None)
 def _numba_kernels():
-    """The reference attention kernel, built in the worker on first use."""
+    """The reference attention kernel, built in the reference runner on first use."""
     # A module global: the simulator swaps in its own cuda module through the kernel's
     # globals only, and cuda.shared needs it.
     global cuda

@@ -141,7 +141,7 @@ def gemv_cases(simulator: bool) -> list[dict]:
 # --------------------------------------------------------------------------- Numba references
 @lru_cache(maxsize=None)
 def _numba_kernels():
-    """Reference kernels, built in the worker on first use (never at import time)."""
+    """Reference kernels, built in the reference runner on first use (never at import time)."""
     global cuda
     from numba import cuda, float32
 

@@ -160,7 +160,7 @@ def _mv_cases(sim: bool) -> list[dict]:
 # --------------------------------------------------------------------------- baselines
 @lru_cache(maxsize=None)
 def _numba_baselines():
-    """Reference kernels, built in the worker on first use (never at import time). Explicit
+    """Reference kernels, built in the reference runner on first use (never at import time). Explicit
     signatures compile them at once, so the driver can report one wave of blocks for each."""
     from numba import cuda, float32
 

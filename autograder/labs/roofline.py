@@ -119,7 +119,7 @@ def horner64(x, coeffs):
 # --------------------------------------------------------------------------- baselines
 @lru_cache(maxsize=None)
 def _numba_baselines():
-    """Reference kernels, built in the worker on first use (never at import time)."""
+    """Reference kernels, built in the reference runner on first use (never at import time)."""
     from numba import cuda, float32
 
     @cuda.jit

@@ -119,7 +119,7 @@ ATT_SHARED_K = ATT_TILE * (ATT_MAX_D + 1)  # floats for one tile of keys, rows p
 
 @lru_cache(maxsize=None)
 def _numba_baselines():
-    """Reference kernels, built in the worker on first use (never at import time)."""
+    """Reference kernels, built in the reference runner on first use (never at import time)."""
     from numba import cuda, float32
 
     @cuda.jit(device=True)

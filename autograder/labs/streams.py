@@ -110,7 +110,7 @@ def _heat_inputs(p, rng):
 # --------------------------------------------------------------------------- baselines
 @lru_cache(maxsize=None)
 def _numba_serial():
-    """The serial reference of exercise 2, built in the worker on first use (never at import)."""
+    """The serial reference of exercise 2, built in the reference runner on first use (never at import)."""
     from numba import cuda, float32
 
     a, b = RELAX_A, RELAX_B

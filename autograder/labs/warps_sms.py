@@ -164,7 +164,7 @@ def _count_reference(x):
 # --------------------------------------------------------------------------- baselines
 @lru_cache(maxsize=None)
 def _numba_baselines():
-    """Reference kernels, built in the worker on first use (never at import time)."""
+    """Reference kernels, built in the reference runner on first use (never at import time)."""
     from numba import cuda, float32
 
     @cuda.jit(device=True)
