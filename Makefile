@@ -27,14 +27,14 @@ site: setup
 serve: site
 	$(BIN)/python -m http.server --directory _build/html 8000
 
-# CPU: notebooks in the CUDA simulator (gpu-tagged cells skipped), the autograder bank,
-# the site build with -W, the freshness check and the headless-browser check.
+# CPU: every notebook top to bottom in the CUDA simulator (%%gpu cells skip themselves), the
+# autograder bank, the site build with -W, the freshness check and the headless-browser check.
 test: setup
-	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:randomly -q
+	$(BIN)/python -m pytest -p no:randomly -q
 
-# On a GPU machine: every notebook cell and the GPU-only tests; no site or browser.
+# On a GPU machine: every notebook with 15 GB of GPU memory free, and the GPU-only tests; no site or browser.
 gpu-test:  # also: .ci/gpu-suite WHEELHOUSE on an offline node
-	$(PYTHON) -m pytest --nbval-lax --nbval-current-env -m "not browser and not site" -q -rA
+	$(PYTHON) -m pytest -m "not browser and not site" -q -rA
 
 # On a GPU machine: re-execute the site's notebooks and stamp them (then commit them).
 gpu-notebooks:

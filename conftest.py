@@ -1,5 +1,6 @@
-"""Test-run setup: simulator mode without a GPU; cells tagged ``gpu`` skipped there, and cells
-tagged ``multigpu`` (tests marked so) skipped with fewer than two GPUs."""
+"""Test-run setup: simulator mode without a GPU; tests marked ``gpu`` skipped there, and tests
+marked ``multigpu`` skipped with fewer than two GPUs. Notebook cells need no help: a cell that
+needs a GPU starts with ``%%gpu`` and skips itself (course/gpu_cells.py)."""
 from __future__ import annotations
 
 import os
@@ -26,12 +27,9 @@ def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a GPU (simulator mode)")
     skip_multi = pytest.mark.skip(reason="needs two or more GPUs")
     for item in items:
-        cell = getattr(item, "cell", None)
-        if cell is not None:  # an nbval notebook cell
-            tags = cell.get("metadata", {}).get("tags", [])
-            if (not GPU and "gpu" in tags) or (not MULTI_GPU and "multigpu" in tags):
-                item.options["skip"] = True
-        elif "gpu" in item.keywords and not GPU:
+        if getattr(item, "cell", None) is not None:  # an nbval notebook cell: %%gpu cells skip themselves
+            continue
+        if "gpu" in item.keywords and not GPU:
             item.add_marker(skip_gpu)
         elif "multigpu" in item.keywords and not MULTI_GPU:
             item.add_marker(skip_multi)

@@ -130,8 +130,9 @@ def cmd_execute(args) -> int:
     paths = [Path(p) for p in args.notebooks] or executed_notebooks()
     for p in paths:
         t = time.monotonic()
-        stamp = execute(p, timeout=args.timeout)
-        print(f"{p}: executed in {time.monotonic() - t:.1f} s on {stamp.get('gpu')}")
+        stamp = execute(p, timeout=args.timeout, memory_cap=int(args.memory_cap_gb * 1e9) or None)
+        print(f"{p}: executed in {time.monotonic() - t:.1f} s on {stamp.get('gpu')}, "
+              f"peak GPU memory {stamp.get('peak_gpu_memory_mib', '?')} MiB")
     return 0
 
 
@@ -200,6 +201,8 @@ def parser() -> argparse.ArgumentParser:
     e = sub.add_parser("execute", help="run notebooks on a GPU and store outputs plus a stamp")
     e.add_argument("notebooks", nargs="*")
     e.add_argument("--timeout", type=int, default=1200, help="seconds per cell")
+    e.add_argument("--memory-cap-gb", type=float, default=15.0,
+                   help="GB left free on each GPU while a notebook runs, as on a 16 GB card (0: no cap)")
     e.add_argument("--allow-cpu", action="store_true", help=argparse.SUPPRESS)
     e.set_defaults(fn=cmd_execute)
 

@@ -60,11 +60,14 @@ def setup(verbose: bool = True) -> str:
         else:
             print(
                 "Mode: simulator (no GPU found). Numba kernels run on the CPU through the "
-                "CUDA simulator; cells marked 'needs a GPU' are skipped or explain what "
-                "they would show."
+                "CUDA simulator; cells that start with %%gpu say what they show on a GPU "
+                "and are skipped."
             )
     global MODE
     MODE = mode
+    from . import gpu_cells
+
+    gpu_cells.register()  # %%gpu cells skip themselves without a GPU
     return mode
 
 
@@ -108,3 +111,26 @@ def cupy_runtime_version() -> str | None:
     except Exception:
         return None
     return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+# --------------------------------------------------------------------------- sizes
+def memory_budget(fraction: float = 0.8) -> int:
+    """Bytes of device memory a notebook may use: a fraction of what is free now (0 in simulator mode).
+
+    Problem sizes scale with this, so a notebook that fits a 141 GB GPU also fits a 15 GB one.
+    """
+    if MODE != "gpu":
+        return 0
+    from numba import cuda
+
+    free, _total = cuda.current_context().get_memory_info()
+    return int(free * fraction)
+
+
+def sm_count() -> int:
+    """Streaming multiprocessors on the current GPU (0 in simulator mode)."""
+    if MODE != "gpu":
+        return 0
+    from numba import cuda
+
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT

@@ -53,6 +53,10 @@ def staleness(path: Path) -> list[str]:
     problems = []
     if not stamp.get("gpu"):
         problems.append(f"{path}: the stamp records no GPU; outputs must come from a real GPU run")
+    cap = stamp.get("memory_cap_bytes")
+    if not cap or cap > SMALL_GPU_BYTES:
+        problems.append(f"{path}: the GPU run had more than {SMALL_GPU_BYTES / 1e9:.0f} GB free; "
+                        "`autograder execute` caps it, to prove the notebook fits a 16 GB GPU")
     if stamp.get("code_sha256") != code_hash(nb):
         problems.append(f"{path}: code cells changed after the outputs were produced; re-execute it on a GPU")
     for i, cell in enumerate(nb["cells"]):
@@ -84,20 +88,52 @@ def environment() -> dict:
     return info
 
 
-def execute(path: Path, timeout: int = 1200) -> dict:
-    """Run every cell of a notebook in a fresh kernel and write outputs plus the stamp."""
+# A learner's GPU may have 16 GB (Colab's T4): every notebook must run with this much free.
+SMALL_GPU_BYTES = 15 * 10**9
+
+
+def run(path: Path, timeout: int = 1200, memory_cap: int | None = None):
+    """Execute a notebook top to bottom in a fresh kernel, as Run All does; return (notebook, facts).
+
+    Errors raise ``nbclient``'s CellExecutionError, naming the cell. On a GPU with ``memory_cap``,
+    every GPU has only that many bytes free during the run (course.memory_cap), and the facts
+    record the most memory the notebook used.
+    """
+    import contextlib
+
     import nbformat
     from nbclient import NotebookClient
+
+    from .device import gpu_present
+    from .memory_cap import PeakMemory, capped
 
     nb = nbformat.read(str(path), as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(Path(path).parent)}})
-    client.execute()
+    facts: dict = {}
+    with contextlib.ExitStack() as stack:
+        if gpu_present():
+            if memory_cap:
+                stack.enter_context(capped(memory_cap))
+                facts["memory_cap_bytes"] = int(memory_cap)
+            peak = stack.enter_context(PeakMemory())
+        client.execute()
+    if gpu_present():
+        facts["peak_gpu_memory_mib"] = peak.used_mib
+    return nb, facts
+
+
+def execute(path: Path, timeout: int = 1200, memory_cap: int | None = SMALL_GPU_BYTES) -> dict:
+    """Run every cell of a notebook in a fresh kernel and write outputs plus the stamp."""
+    import nbformat
+
+    nb, facts = run(path, timeout=timeout, memory_cap=memory_cap)
     env = environment()
     nb.metadata[STAMP_KEY] = {
         "code_sha256": code_hash(json.loads(nbformat.writes(nb))),
         "executed_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         **env,
+        **facts,
     }
     nbformat.write(nb, str(path))
     return nb.metadata[STAMP_KEY]

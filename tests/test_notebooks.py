@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from course.notebooks import STAMP_KEY, code_hash, executed_notebooks, staleness
+from course.device import gpu_present
+from course.notebooks import SMALL_GPU_BYTES, STAMP_KEY, code_hash, executed_notebooks, run, staleness
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = executed_notebooks(ROOT)
@@ -27,12 +28,26 @@ def test_outputs_are_fresh_and_from_a_gpu(path):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_runs_top_to_bottom(path):
+    """Run All in a fresh kernel, as a learner does: no cell skipped from outside, no error.
+
+    Without a GPU this is simulator mode, where %%gpu cells skip themselves; with one, each GPU
+    has only 15 GB free, as on the smallest GPU the course supports.
+    """
+    nb, _facts = run(path, timeout=1800, memory_cap=SMALL_GPU_BYTES if gpu_present() else None)
+    errors = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+              and any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+    assert not errors, f"cells {errors} stored an error"
+
+
 def _stamped(tmp_path, nb) -> Path:
     nb = copy.deepcopy(nb)
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "code":
             cell["execution_count"] = i + 1
-    nb["metadata"][STAMP_KEY] = {"gpu": "NVIDIA H200", "code_sha256": code_hash(nb)}
+    nb["metadata"][STAMP_KEY] = {"gpu": "NVIDIA H200", "code_sha256": code_hash(nb), "memory_cap_bytes": SMALL_GPU_BYTES}
     path = tmp_path / "nb.ipynb"
     path.write_text(json.dumps(nb))
     return path
@@ -52,6 +67,10 @@ def test_freshness_fails_when_code_is_edited_without_rerun(path, tmp_path):
     del unstamped["metadata"][STAMP_KEY]
     (tmp_path / "bare.ipynb").write_text(json.dumps(unstamped))
     assert any("never executed on a GPU" in p for p in staleness(tmp_path / "bare.ipynb"))
+    uncapped = json.loads(fresh.read_text())
+    uncapped["metadata"][STAMP_KEY]["memory_cap_bytes"] = 141 * 10**9
+    (tmp_path / "big.ipynb").write_text(json.dumps(uncapped))
+    assert any("more than 15 GB free" in p for p in staleness(tmp_path / "big.ipynb"))
 
 
 # --------------------------------------------------------------------------- PTX on CPU
