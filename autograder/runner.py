@@ -311,7 +311,9 @@ def install_function_guards(patterns: list[str]) -> int:
                 continue
             obj = vars(mod)[a]
             is_ufunc = type(obj).__name__ == "ufunc"
-            if isinstance(obj, plain) or is_ufunc or type(obj).__name__ in ("_ArrayFunctionDispatcher",):
+            # type(obj), not isinstance: isinstance reads obj.__class__, and some module attributes
+            # warn on any attribute read (torch.distributed.reduce_op's FutureWarning).
+            if issubclass(type(obj), plain) or is_ufunc or type(obj).__name__ in ("_ArrayFunctionDispatcher",):
                 targets.setdefault(id(obj), (obj, f"{mod_name}.{a}"))
     if not targets:
         return 0
