@@ -92,12 +92,13 @@ def environment() -> dict:
 SMALL_GPU_BYTES = 15 * 10**9
 
 
-def run(path: Path, timeout: int = 1200, memory_cap: int | None = None):
+def run(path: Path, timeout: int = 1200, memory_cap: int | None = None, first: str = "", last: str = ""):
     """Execute a notebook top to bottom in a fresh kernel, as Run All does; return (notebook, facts).
 
     Errors raise ``nbclient``'s CellExecutionError, naming the cell. On a GPU with ``memory_cap``,
     every GPU has only that many bytes free during the run (course.memory_cap), and the facts
-    record the most memory the notebook used.
+    record the most memory the notebook used. ``first`` and ``last`` are code run before the first
+    cell and after the last one (tests use them to watch the run); they are not in the result.
     """
     import contextlib
 
@@ -108,6 +109,9 @@ def run(path: Path, timeout: int = 1200, memory_cap: int | None = None):
     from .memory_cap import PeakMemory, capped
 
     nb = nbformat.read(str(path), as_version=4)
+    head = [nbformat.v4.new_code_cell(first)] if first else []
+    tail = [nbformat.v4.new_code_cell(last)] if last else []
+    nb.cells = head + nb.cells + tail
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(Path(path).parent)}})
     facts: dict = {}
@@ -118,6 +122,7 @@ def run(path: Path, timeout: int = 1200, memory_cap: int | None = None):
                 facts["memory_cap_bytes"] = int(memory_cap)
             peak = stack.enter_context(PeakMemory())
         client.execute()
+    nb.cells = nb.cells[len(head):len(nb.cells) - len(tail)]
     if gpu_present():
         facts["peak_gpu_memory_mib"] = peak.used_mib
     return nb, facts

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -28,18 +29,43 @@ def test_outputs_are_fresh_and_from_a_gpu(path):
     assert not problems, "\n".join(problems)
 
 
+# In simulator mode the run records each kernel launch's argument types, so every kernel the
+# notebook launched can then be compiled for real GPUs, which the simulator never does.
+RECORD_LAUNCHES = textwrap.dedent('''
+    import numba as _numba
+    from numba.cuda.simulator import kernel as _sim
+    _launches, _real_call = {}, _sim.FakeCUDAKernel.__call__
+    def _recording_call(self, *args):
+        if not self._device and not _sim._kernel_context:
+            _launches[(self.fn.__name__, tuple(_numba.typeof(getattr(a, "_ary", a)) for a in args))] = None
+        return _real_call(self, *args)
+    _sim.FakeCUDAKernel.__call__ = _recording_call
+''')
+SAVE_LAUNCHES = "import pickle as _p\nwith open({path!r}, 'wb') as _f:\n    _p.dump(list(_launches), _f)\n"
+LEARNER_GPUS = ((7, 5), (8, 9), (9, 0))  # T4 (Colab), L4 (Colab), H100/H200
+
+
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_runs_top_to_bottom(path):
+def test_runs_top_to_bottom(path, tmp_path):
     """Run All in a fresh kernel, as a learner does: no cell skipped from outside, no error.
 
-    Without a GPU this is simulator mode, where %%gpu cells skip themselves; with one, each GPU
-    has only 15 GB free, as on the smallest GPU the course supports.
+    Without a GPU this is simulator mode, where %%gpu cells skip themselves, and each kernel the
+    run launched must then compile for a T4, an L4 and an H100. With a GPU, each GPU has only
+    15 GB free, as on the smallest GPU the course supports.
     """
-    nb, _facts = run(path, timeout=1800, memory_cap=SMALL_GPU_BYTES if gpu_present() else None)
+    if gpu_present():
+        nb, _facts = run(path, timeout=1800, memory_cap=SMALL_GPU_BYTES)
+    else:
+        record = tmp_path / "launches.pkl"
+        nb, _facts = run(path, timeout=1800, first=RECORD_LAUNCHES, last=SAVE_LAUNCHES.format(path=str(record)))
     errors = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
               and any(o.get("output_type") == "error" for o in c.get("outputs", []))]
     assert not errors, f"cells {errors} stored an error"
+    if not gpu_present():
+        failed = {k: v for k, v in compile_kernels(path, record).items() if v != "ok"}
+        assert not failed, "kernels that do not compile for a learner's GPU:\n" + "\n".join(
+            f"  {k}: {v}" for k, v in failed.items())
 
 
 def _stamped(tmp_path, nb) -> Path:
@@ -94,7 +120,7 @@ def gpu_kernels(path: Path):
             continue
         src = "\n".join(l for l in "".join(cell["source"]).splitlines() if not l.lstrip().startswith(("%", "!")))
         tree = ast.parse(src)
-        gpu = "gpu" in cell.get("metadata", {}).get("tags", [])
+        gpu = "gpu" in cell.get("metadata", {}).get("tags", []) or "".join(cell["source"]).startswith("%%gpu")
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and any(_is_cuda_jit(d) for d in node.decorator_list):
                 # from the first decorator to the end of the body
@@ -111,7 +137,7 @@ def gpu_kernels(path: Path):
 
 
 COMPILER = textwrap.dedent('''
-    import json, math, sys
+    import json, math, pickle, sys
     import numpy as np
     import numba
     from numba import cuda, float32, float64, int32, int64, uint32
@@ -119,32 +145,61 @@ COMPILER = textwrap.dedent('''
     import numba.cuda.dispatcher as dispatcher
     # Device functions ask the current GPU for its compute capability; there is none here.
     dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=(9, 0))
-    real_jit = cuda.jit
-    report = {}
+    CCS = json.loads(sys.argv[1])
+    launches = pickle.load(open(sys.argv[2], "rb")) if len(sys.argv) > 2 else []
+    real_jit, report, pyfuncs = cuda.jit, {}, {}
+    def compile_each(fn, name, sig):
+        for cc in CCS:
+            key = f"{name}{'' if isinstance(sig, str) else '(' + ', '.join(map(str, sig)) + ')'} sm_{cc[0]}{cc[1]}"
+            try:
+                cuda.compile_ptx(fn, sig, cc=tuple(cc))
+                report[key] = "ok"
+            except Exception as e:
+                report[key] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
     def jit(*args, **kw):
         sig = args[0] if args and isinstance(args[0], str) else kw.get("signature")
         kw.pop("signature", None)
         def deco(fn):
-            if sig and not kw.get("device"):
-                cuda.compile_ptx(fn, sig, cc=(9, 0))
-                report[fn.__name__] = "ok"
-            elif not kw.get("device"):
-                report[fn.__name__] = "no signature"
+            if not kw.get("device"):
+                pyfuncs[fn.__name__] = fn
+                if sig:
+                    compile_each(fn, fn.__name__, sig)
+                else:
+                    report.setdefault(fn.__name__, "no signature")
             return real_jit(**kw)(fn)  # lazy: building it eagerly would need a driver
         return deco(args[0]) if args and callable(args[0]) else deco
     cuda.jit = jit
     exec(sys.stdin.read(), {"cuda": cuda, "math": math, "np": np, "numba": numba, "float32": float32,
                             "float64": float64, "int32": int32, "int64": int64, "uint32": uint32})
+    for name, types in launches:  # what the simulator run launched, with its argument types
+        report.pop(name, None)
+        if name in pyfuncs:
+            compile_each(pyfuncs[name], name, types)
+        else:
+            report[name] = "launched, but its definition could not be rebuilt outside the notebook"
     print(json.dumps(report))
 ''')
 
 
+def _compile(path: Path, launches: Path | None = None):
+    prelude, _wanted = gpu_kernels(path)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    argv = [sys.executable, "-c", COMPILER, json.dumps(LEARNER_GPUS)] + ([str(launches)] if launches else [])
+    return subprocess.run(argv, input="\n\n".join(prelude), capture_output=True, text=True, env=env, timeout=1200)
+
+
+def compile_kernels(path: Path, launches: Path) -> dict:
+    """{kernel, types, arch: "ok" or the compiler's error} for every launched or signed kernel."""
+    r = _compile(path, launches)
+    if r.returncode != 0:
+        return {"(the notebook's kernels)": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "crashed"}
+    return {k: v for k, v in json.loads(r.stdout.strip().splitlines()[-1]).items() if v != "no signature"}
+
+
 def compile_gpu_kernels(path: Path):
-    """Compile a notebook's GPU-only kernels to PTX for sm_90 in a process without the simulator."""
-    prelude, wanted = gpu_kernels(path)
-    env = {k: v for k, v in __import__("os").environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    r = subprocess.run([sys.executable, "-c", COMPILER], input="\n\n".join(prelude), capture_output=True,
-                       text=True, env=env, timeout=600)
+    """Compile a notebook's GPU-only kernels to PTX for each learner GPU, in a process without the simulator."""
+    _prelude, wanted = gpu_kernels(path)
+    r = _compile(path)
     report = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
     return wanted, r, report
 
@@ -156,8 +211,11 @@ def test_gpu_only_kernels_compile_to_ptx(path):
     wanted, r, report = compile_gpu_kernels(path)
     assert r.returncode == 0, r.stderr[-3000:]
     for name in wanted:
-        assert report.get(name) == "ok", (f"{name} (a kernel in a gpu-tagged cell) needs a signature in its "
-                                          f"decorator, e.g. @cuda.jit('void(float32[:])'), so CI can compile it")
+        assert report.get(name) != "no signature", (
+            f"{name} (a kernel in a %%gpu cell) needs a signature in its decorator, "
+            f"e.g. @cuda.jit('void(float32[:])'), so CI can compile it")
+        for cc in LEARNER_GPUS:
+            assert report.get(f"{name} sm_{cc[0]}{cc[1]}") == "ok", report
 
 
 def _notebook_with_gpu_cell(tmp_path, body: str) -> Path:
@@ -181,7 +239,7 @@ def test_ptx_check_compiles_kernels_that_call_device_functions(tmp_path):
         "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     wanted, r, report = compile_gpu_kernels(path)
     assert wanted == ["squares"]  # a device function needs no signature of its own
-    assert r.returncode == 0 and report == {"squares": "ok"}, r.stderr[-2000:]
+    assert r.returncode == 0 and report == {f"squares sm_{a}{b}": "ok" for a, b in LEARNER_GPUS}, r.stderr[-2000:]
 
 
 def test_ptx_check_compiles_warp_shuffles_and_catches_errors(tmp_path):
@@ -189,7 +247,7 @@ def test_ptx_check_compiles_warp_shuffles_and_catches_errors(tmp_path):
             "    v = x[i]\n    for d in (16, 8, 4, 2, 1):\n        v += cuda.shfl_down_sync(0xffffffff, v, d)\n"
             "    if i % 32 == 0:\n        out[i // 32] = v\n")
     wanted, r, report = compile_gpu_kernels(_notebook_with_gpu_cell(tmp_path, good))
-    assert r.returncode == 0 and report == {"warp_sum": "ok"}, r.stderr[-2000:]
+    assert r.returncode == 0 and report == {f"warp_sum sm_{a}{b}": "ok" for a, b in LEARNER_GPUS}, r.stderr[-2000:]
     bad = good.replace("out[i // 32] = v", "out[i // 32] = undefined_name + v")
-    _, r, _ = compile_gpu_kernels(_notebook_with_gpu_cell(tmp_path, bad))
-    assert r.returncode != 0 and "undefined_name" in r.stderr
+    _, r, report = compile_gpu_kernels(_notebook_with_gpu_cell(tmp_path, bad))
+    assert all("undefined_name" in v for v in report.values()) and len(report) == len(LEARNER_GPUS)
