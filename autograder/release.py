@@ -39,17 +39,27 @@ def strip_solutions(source: str, code: bool) -> str:
     return "\n".join(out)
 
 
-# On the site a lab's page is its release, without outputs; the executed solution is the page
-# listed under it, with this title in _toc.yml. The note under each release's title says so.
-SOLUTION_PAGE_TITLE = "Solution: a run on a GPU"
-NO_OUTPUTS_NOTE = (
-    "> **This notebook has no outputs yet: they appear as you run it.** It is the lab as you "
-    "receive it, with your answers still to write. On the course site, the page listed under this "
-    f"one, *{SOLUTION_PAGE_TITLE}*, shows the instructor's notebook with the outputs of a run on a GPU."
-)
+# On the site a lab's page is its release, without outputs. The executed solution is a page of
+# the book's last part, captioned SOLUTIONS_PART in _toc.yml, so that "Next" from a lab leads on
+# to the next chapter. The note under each release's title links to it, with a warning.
+SOLUTIONS_PART = "Solutions: runs on a GPU"
 
 
-def student_notebook(nb: dict) -> dict:
+def solution_link(lab: str) -> str:
+    """The solution notebook, relative to the release: labs/<lab>/solutions/<lab>.ipynb."""
+    return f"solutions/{lab}.ipynb"
+
+
+def no_outputs_note(lab: str) -> str:
+    return (
+        "> **This notebook has no outputs yet: they appear as you run it.** It is the lab as you "
+        f"receive it, with your answers still to write. [Its worked solution]({solution_link(lab)}), with "
+        f"the outputs of a run on a GPU, is in the book's last part, *{SOLUTIONS_PART}*. It gives every "
+        "answer away: open it after you have tried the exercises."
+    )
+
+
+def student_notebook(nb: dict, lab: str) -> dict:
     nb = copy.deepcopy(nb)
     for cell in nb["cells"]:
         src = cell.get("source", "")
@@ -59,7 +69,7 @@ def student_notebook(nb: dict) -> dict:
             cell["outputs"] = []
             cell["execution_count"] = None
         cell.get("metadata", {}).pop("execution", None)
-    nb["cells"].insert(1, {"cell_type": "markdown", "metadata": {}, "source": NO_OUTPUTS_NOTE})
+    nb["cells"].insert(1, {"cell_type": "markdown", "metadata": {}, "source": no_outputs_note(lab)})
     # Only what a fresh notebook carries: executing the source must not change the release.
     meta = nb.get("metadata", {})
     nb["metadata"] = {k: meta[k] for k in ("kernelspec",) if k in meta}
@@ -83,5 +93,5 @@ def solution_notebooks(root: Path) -> list[Path]:
 def release(source: Path) -> Path:
     nb = json.loads(Path(source).read_text(encoding="utf-8"))
     target = student_path(Path(source))
-    target.write_text(dumps(student_notebook(nb)), encoding="utf-8")
+    target.write_text(dumps(student_notebook(nb, target.stem)), encoding="utf-8")
     return target

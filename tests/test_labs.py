@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from autograder.labs import get_lab, lab_names
-from autograder.release import SOLUTION_PAGE_TITLE, dumps, student_notebook, student_path
+from autograder.release import (SOLUTIONS_PART, dumps, no_outputs_note, solution_link, student_notebook,
+                                student_path)
 from autograder.submission import answer_of, strip_magics
 from course.notebooks import student_notebooks
 
@@ -32,27 +33,29 @@ def test_every_lab_folder_has_a_spec_and_back():
 @pytest.mark.parametrize("lab", LABS)
 def test_student_release_is_regenerated_exactly(lab):
     src = solution(lab)
-    want = dumps(student_notebook(json.loads(src.read_text())))
+    want = dumps(student_notebook(json.loads(src.read_text()), lab))
     have = student_path(src).read_text()
     assert have == want, f"{student_path(src)} differs from its release: run `autograder release`"
 
 
-def test_the_site_lists_each_solution_under_its_release_by_the_title_the_release_names():
+def test_solutions_have_the_last_part_of_the_site_and_each_release_links_to_its_own():
+    """So "Next" from a lab leads to the next chapter, and a solution is opened on purpose."""
     import yaml
 
-    def entries(node):
-        if isinstance(node, dict):
-            yield node
-            node = [v for v in node.values() if isinstance(v, (list, dict))]
-        if isinstance(node, list):
-            for child in node:
-                yield from entries(child)
+    def files(entries):
+        for e in entries or []:
+            if "file" in e:
+                yield e["file"]
+            yield from files(e.get("sections"))
 
-    toc = list(entries(yaml.safe_load((ROOT / "_toc.yml").read_text())))
+    parts = {p["caption"]: list(files(p["chapters"])) for p in yaml.safe_load((ROOT / "_toc.yml").read_text())["parts"]}
+    assert list(parts)[-1] == SOLUTIONS_PART, f"the last part of _toc.yml is not {SOLUTIONS_PART!r}"
+    elsewhere = [f for caption, fs in parts.items() if caption != SOLUTIONS_PART for f in fs if "/solutions/" in f]
+    assert not elsewhere, f"solutions outside {SOLUTIONS_PART!r}: {elsewhere}"
     for lab in LABS:
-        (release,) = [e for e in toc if e.get("file") == f"labs/{lab}/{lab}"]
-        assert [(e["file"], e.get("title")) for e in release["sections"]] == [
-            (f"labs/{lab}/solutions/{lab}", SOLUTION_PAGE_TITLE)]
+        assert f"labs/{lab}/solutions/{lab}" in parts[SOLUTIONS_PART], f"{lab}'s solution is not in the site"
+        assert f"]({solution_link(lab)})" in no_outputs_note(lab)
+        assert student_path(solution(lab)).parent / solution_link(lab) == solution(lab)
 
 
 @pytest.mark.parametrize("lab", LABS)

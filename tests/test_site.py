@@ -1,11 +1,13 @@
 """Tests of the built website (Jupyter Book 1.x): a warning-free build, launch URLs,
-and a headless Chromium walk through the pages, a stored figure and the search."""
+and a headless Chromium walk through the pages: navigation, chapter numbers, figures and
+their captions, clean outputs, the search, and solutions that a learner opens on purpose."""
 from __future__ import annotations
 
 import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +27,11 @@ STAMP = ROOT / "_build" / "site-build.json"  # the exit code and seconds of the 
 TITLE = "GPU Programming and AI Infrastructure"
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SKIP_DIRS = {"_build", ".git", ".venv", "wheelhouse", "node_modules"}
+# What no rendered output may show: a path of the machine that ran the notebook, and a warning
+# (a Python warning's "Category: message", or the course's own "warning: ...").
+MACHINE_PATH = re.compile(r"(?<![\w.:/~-])/(?:home|opt|tmp|root|work|scratch)/[\w.-]"
+                          r"|site-packages|dist-packages|/usr/(?:local/)?lib/python")
+WARNING = re.compile(r"\b\w*Warning: |^warning: ", re.MULTILINE)
 
 pytestmark = pytest.mark.site  # `make gpu-test` deselects the site ("not browser and not site")
 
@@ -47,6 +54,16 @@ def toc_files() -> list[str]:
     return files
 
 
+def chapter_number(doc: str) -> int:
+    """chapters/12_serving -> 12: the number the prose calls a chapter by."""
+    return int(re.fullmatch(r"chapters/(\d+)_\w+", doc).group(1))
+
+
+CHAPTERS = [doc for doc in toc_files() if doc.startswith("chapters/")]
+LABS = [doc for doc in toc_files() if re.fullmatch(r"labs/(\w+)/\1", doc)]  # the releases, not solutions
+NOTEBOOK_PAGES = [doc for doc in toc_files() if (ROOT / f"{doc}.ipynb").exists()]
+
+
 def config() -> dict:
     return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 
@@ -57,6 +74,7 @@ def site_sources() -> list[Path]:
     for dirpath, dirnames, filenames in os.walk(ROOT):
         dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".")]
         out += [Path(dirpath) / f for f in filenames if f.endswith((".md", ".ipynb", ".yml"))]
+    out += list((ROOT / "_ext").glob("*.py"))  # the site's own Sphinx extensions
     return out
 
 
@@ -228,7 +246,7 @@ def test_navigation_reaches_every_page(browser, server):
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("chapter", [doc for doc in toc_files() if doc.startswith("chapters/")])
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_every_chapter_shows_a_stored_figure(browser, server, chapter):
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -238,11 +256,97 @@ def test_every_chapter_shows_a_stored_figure(browser, server, chapter):
                                      message=f"{chapter}: no figure with naturalWidth > 0")
 
 
+def page_of(driver, server) -> str:
+    """The page the browser shows, as a path under the site: labs/reduction/reduction.html."""
+    return urlparse(driver.current_url).path.removeprefix(urlparse(server).path)
+
+
+def is_solution(page: str) -> bool:
+    return "/solutions/" in page
+
+
 @pytest.mark.browser
-def test_search_finds_results(browser, server):
+def test_chapter_numbers_in_the_navigation(browser, server):
+    """The prose says "chapter 12": the navigation and the chapter's heading say 12 too; labs are not numbered."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(urljoin(server, "index.html"))
+    nav = {urldefrag(a.get_attribute("href")).url.removeprefix(server): a.text.strip()
+           for a in browser.find_elements(By.CSS_SELECTOR, ".bd-sidebar-primary nav a[href]")}
+    for doc in CHAPTERS:
+        n = chapter_number(doc)
+        assert nav.get(f"{doc}.html", "").startswith(f"{n}. "), f"{doc} reads {nav.get(f'{doc}.html')!r} in the navigation, not '{n}. ...'"
+    for doc in LABS:
+        assert nav.get(f"{doc}.html", "").startswith("Lab "), f"{doc} reads {nav.get(f'{doc}.html')!r} in the navigation"
+    for doc in CHAPTERS:
+        browser.get(urljoin(server, f"{doc}.html"))
+        assert h1_text(browser).startswith(f"{chapter_number(doc)}. "), f"{doc}: heading {h1_text(browser)!r}"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("lab", LABS)
+def test_next_from_a_lab_leads_on_and_its_solution_is_one_deliberate_link_away(browser, server, lab):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    browser.get(urljoin(server, "search.html?q=kernel"))
-    WebDriverWait(browser, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#search-results ul.search li"),
-                                     message="search for 'kernel' listed no result within 20 s")
+    name = lab.split("/")[1]
+    browser.get(urljoin(server, f"{lab}.html"))
+    article = [urldefrag(a.get_attribute("href")).url for a in browser.find_elements(By.CSS_SELECTOR, "article a[href]")]
+    assert urljoin(server, f"labs/{name}/solutions/{name}.html") in article, (
+        f"{lab}: no link to its solution in the page (the note `autograder release` writes under the title)")
+    prev = browser.find_element(By.CSS_SELECTOR, "a.left-prev").get_attribute("href")
+    assert not is_solution(urlparse(prev).path), f"Previous from {lab} opens the solution page {prev}"
+    browser.find_element(By.CSS_SELECTOR, "a.right-next").click()
+    WebDriverWait(browser, 10).until(lambda d: page_of(d, server) != f"{lab}.html", message=f"Next from {lab} went nowhere")
+    landed, title = page_of(browser, server), h1_text(browser)
+    assert not is_solution(landed) and not title.startswith("Solution to"), f"Next from {lab} opens {landed} ({title!r})"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES)
+def test_outputs_show_no_machine_path_and_no_warning(browser, server, page):
+    browser.get(urljoin(server, f"{page}.html"))
+    outputs = browser.execute_script("""
+        return Array.from(document.querySelectorAll('article .cell_output')).map(o => {
+            const shown = o.cloneNode(true);  // without the copy buttons' own text
+            shown.querySelectorAll('button').forEach(b => b.remove());
+            return shown.textContent;
+        });""")
+    found = [f"output {i + 1} of {len(outputs)}: ...{' '.join(text[max(0, m.start() - 40):m.end() + 60].split())}..."
+             for i, text in enumerate(outputs) for rx in (MACHINE_PATH, WARNING) for m in [rx.search(text)] if m]
+    assert not found, f"{page} shows what a reader should not see:\n" + "\n".join(found)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_stored_figure_has_a_numbered_caption_and_alt_text(browser, server, chapter):
+    """Captions come from each figure cell's metadata: mystnb: {figure: {caption, name}, image: {alt}}."""
+    browser.get(urljoin(server, f"{chapter}.html"))
+    figures = browser.execute_script("""
+        return Array.from(document.querySelectorAll('article .cell_output img')).map(img => {
+            const fig = img.closest('figure');
+            const q = sel => (fig && fig.querySelector(sel)) ? fig.querySelector(sel).textContent.trim() : '';
+            return {alt: img.getAttribute('alt') || '', number: q('figcaption .caption-number'),
+                    caption: q('figcaption .caption-text')};
+        });""")
+    assert figures, f"{chapter} shows no stored figure"
+    n = chapter_number(chapter)
+    for i, fig in enumerate(figures, 1):
+        where = f"{chapter}, stored figure {i} of {len(figures)}"
+        assert fig["number"].startswith(f"Fig. {n}.") and fig["caption"], f"{where}: no numbered caption ({fig})"
+        assert fig["alt"] and not re.search(r"\.(png|svg|jpe?g)$|_images/", fig["alt"]), f"{where}: alt text {fig['alt']!r}"
+
+
+@pytest.mark.browser
+def test_search_finds_chapters_and_labs_but_no_solution(browser, server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(urljoin(server, "search.html?q=reduction"))
+    WebDriverWait(browser, 30).until(
+        lambda d: "Search finished" in d.find_element(By.CSS_SELECTOR, "#search-results .search-summary").text,
+        message="search for 'reduction' did not finish within 30 s")
+    found = [urlparse(a.get_attribute("href")).path.removeprefix(urlparse(server).path)
+             for a in browser.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a[href]")]
+    assert "chapters/06_reduction.html" in found and "labs/reduction/reduction.html" in found, found
+    assert not [p for p in found if is_solution(p)], f"search lists solution pages: {found}"
