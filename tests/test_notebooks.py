@@ -111,10 +111,26 @@ def _is_device_function(dec: ast.expr) -> bool:
         k.arg == "device" and isinstance(k.value, ast.Constant) and k.value.value is True for k in dec.keywords)
 
 
+def _contains_kernel(node: ast.FunctionDef) -> bool:
+    """A kernel factory: a plain function that defines a cuda.jit kernel inside and returns it."""
+    return any(isinstance(n, ast.FunctionDef) and any(_is_cuda_jit(d) for d in n.decorator_list)
+               for n in ast.walk(node) if n is not node)
+
+
+def _constant_names(target: ast.expr) -> bool:
+    names = target.elts if isinstance(target, ast.Tuple) else [target]
+    return all(isinstance(t, ast.Name) and t.id.isupper() for t in names)
+
+
+def _guarded(code: str) -> str:
+    """A statement that may fail outside the notebook (e.g. it needs a value we did not rebuild)."""
+    return "try:\n" + textwrap.indent(code, "    ") + "\nexcept Exception:\n    pass"
+
+
 def gpu_kernels(path: Path):
-    """(kernel defs from gpu-tagged cells, all cuda.jit defs and constants of the notebook)."""
+    """(all cuda.jit defs, kernel factories and constants of the notebook, kernels defined in %%gpu cells)."""
     nb = json.loads(path.read_text())
-    prelude, wanted = [], []
+    prelude, wanted, factories = [], [], set()
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
             continue
@@ -127,12 +143,14 @@ def gpu_kernels(path: Path):
                 prelude.append("\n".join(src.splitlines()[node.decorator_list[0].lineno - 1:node.end_lineno]))
                 if gpu and not any(_is_device_function(d) for d in node.decorator_list):
                     wanted.append(node.name)
-            elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
-                try:
-                    ast.literal_eval(node.value)
-                    prelude.append(ast.get_source_segment(src, node))
-                except ValueError:
-                    pass
+            elif isinstance(node, ast.FunctionDef) and _contains_kernel(node):
+                prelude.append(ast.get_source_segment(src, node))
+                factories.add(node.name)
+            elif isinstance(node, ast.Assign) and all(_constant_names(t) for t in node.targets):
+                prelude.append(_guarded(ast.get_source_segment(src, node)))  # e.g. A = np.float32(0.5)
+            elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                  and isinstance(node.value.func, ast.Name) and node.value.func.id in factories):
+                prelude.append(_guarded(ast.get_source_segment(src, node)))  # k = make_kernel(TILE)
     return prelude, wanted
 
 
