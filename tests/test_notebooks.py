@@ -5,6 +5,7 @@ import ast
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -27,6 +28,57 @@ def test_there_are_notebooks():
 def test_outputs_are_fresh_and_from_a_gpu(path):
     problems = staleness(path)
     assert not problems, "\n".join(problems)
+
+
+# What a stored output must not show a reader: the build machine's paths, warnings, stray tracebacks.
+MACHINE_PATH = re.compile(r"(/home/|/root/|/opt/|/tmp/|/usr/(local/)?lib/|site-packages|dist-packages|/work/)")
+WARNING = re.compile(r"\b\w*Warning\b|^\s*warn(ings)?\.", re.M)
+
+
+def output_text(output) -> str:
+    if output.get("output_type") == "stream":
+        return "".join(output.get("text", ""))
+    if output.get("output_type") == "error":
+        return "\n".join(output.get("traceback", []))
+    data = output.get("data", {})
+    return "".join(data.get("text/plain", "")) + "".join(data.get("text/html", ""))
+
+
+def unreadable_outputs(nb: dict) -> list[str]:
+    """Each stored output a reader should not see, as 'cell N: why'."""
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            text = output_text(out)
+            if out.get("output_type") == "error":
+                found.append(f"cell {i}: a traceback ({out.get('ename')})")
+            elif out.get("name") == "stderr" or WARNING.search(text):
+                found.append(f"cell {i}: a warning or stderr: {text.strip()[:120]!r}")
+            if MACHINE_PATH.search(text):
+                found.append(f"cell {i}: a machine path: {MACHINE_PATH.search(text)[0]!r}")
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_stored_outputs_show_no_paths_warnings_or_tracebacks(path):
+    problems = unreadable_outputs(json.loads(path.read_text()))
+    assert not problems, "\n".join(problems)
+
+
+def test_unreadable_outputs_are_found():
+    def cell(*outputs):
+        return {"cell_type": "code", "outputs": list(outputs)}
+    nb = {"cells": [
+        cell({"output_type": "stream", "name": "stdout", "text": "GPU: H200, 141 GB\n"}),
+        cell({"output_type": "stream", "name": "stderr", "text": "/opt/venv/lib/python3.12/site-packages/numba/x.py:1: "
+                                                                 "NumbaPerformanceWarning: Grid size 1"}),
+        cell({"output_type": "error", "ename": "ValueError", "evalue": "x", "traceback": ["ValueError: x"]}),
+        cell({"output_type": "execute_result", "data": {"text/plain": "PosixPath('/home/me/course')"}}),
+        cell({"output_type": "stream", "name": "stdout", "text": "course/x.py:3: FutureWarning: old\n"}),
+    ]}
+    found = unreadable_outputs(nb)
+    assert not any(f.startswith("cell 0") for f in found)
+    assert {f.split(":")[0] for f in found} == {"cell 1", "cell 2", "cell 3", "cell 4"}, found
 
 
 # In simulator mode the run records each kernel launch's argument types, so every kernel the

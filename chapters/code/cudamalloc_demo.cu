@@ -1,6 +1,6 @@
 // cudamalloc_demo.cu: allocate device memory, copy to it, run a kernel, copy back, free.
 // Built and run by the chapter "Memory: host, device and cudaMalloc":
-//     nvcc -arch=sm_90 -o cudamalloc_demo cudamalloc_demo.cu
+//     nvcc -arch=native -o cudamalloc_demo cudamalloc_demo.cu   (native: the GPU in this machine)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
