@@ -2,7 +2,7 @@
 
 In code cells, every region between ``### BEGIN SOLUTION`` and ``### END SOLUTION``
 becomes a stub that raises ``NotImplementedError``; in markdown cells it becomes
-"YOUR ANSWER HERE". Outputs, execution counts and the GPU-run stamp are removed.
+"YOUR ANSWER HERE", and relative links are rewritten for the release's folder. Outputs, execution counts and the GPU-run stamp are removed.
 The student notebook is generated, never edited: a test regenerates it and fails on
 any difference.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import posixpath
 import re
 from pathlib import Path
 
@@ -59,12 +60,25 @@ def no_outputs_note(lab: str) -> str:
     )
 
 
+# A relative link in markdown: ](../../../chapters/12_serving.ipynb) or ](figure.png#part).
+RELATIVE_LINK = re.compile(
+    r"\]\((?P<target>\.\.?/[^)\s#]*|[^):\s#/][^):\s#]*\.(?:ipynb|md|png|svg|jpe?g))(?P<anchor>#[^)\s]*)?\)")
+
+
+def relink(source: str) -> str:
+    """Links written from labs/<lab>/solutions/, rewritten for the release one folder up."""
+    return RELATIVE_LINK.sub(
+        lambda m: f"]({posixpath.normpath(posixpath.join('solutions', m['target']))}{m['anchor'] or ''})", source)
+
+
 def student_notebook(nb: dict, lab: str) -> dict:
     nb = copy.deepcopy(nb)
     for cell in nb["cells"]:
         src = cell.get("source", "")
         src = "".join(src) if isinstance(src, list) else src
         cell["source"] = strip_solutions(src, cell["cell_type"] == "code")
+        if cell["cell_type"] == "markdown":
+            cell["source"] = relink(cell["source"])
         if cell["cell_type"] == "code":
             cell["outputs"] = []
             cell["execution_count"] = None

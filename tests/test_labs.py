@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from autograder.labs import get_lab, lab_names
-from autograder.release import (SOLUTIONS_PART, dumps, no_outputs_note, solution_link, student_notebook,
-                                student_path)
+from autograder.release import (RELATIVE_LINK, SOLUTIONS_PART, dumps, no_outputs_note, solution_link,
+                                student_notebook, student_path)
 from autograder.submission import answer_of, strip_magics
 from course.notebooks import student_notebooks
 
@@ -56,6 +56,17 @@ def test_solutions_have_the_last_part_of_the_site_and_each_release_links_to_its_
         assert f"labs/{lab}/solutions/{lab}" in parts[SOLUTIONS_PART], f"{lab}'s solution is not in the site"
         assert f"]({solution_link(lab)})" in no_outputs_note(lab)
         assert student_path(solution(lab)).parent / solution_link(lab) == solution(lab)
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_release_links_resolve_from_its_own_folder(lab):
+    """The release sits one folder above the solution, so its relative links are rewritten."""
+    nb = student_notebook(json.loads(solution(lab).read_text()), lab)
+    folder = student_path(solution(lab)).parent
+    targets = [m["target"] for c in nb["cells"] if c["cell_type"] == "markdown" for m in RELATIVE_LINK.finditer(c["source"])]
+    assert solution_link(lab) in targets
+    missing = [t for t in targets if not (folder / t).exists()]
+    assert not missing, f"links in {student_path(solution(lab))} that lead nowhere: {missing}"
 
 
 @pytest.mark.parametrize("lab", LABS)
