@@ -16,11 +16,13 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Ceilings:
-    """What this GPU reaches: each figure measured by a library operation, or documented."""
+    """What this GPU reaches: each figure measured by a library operation, or
+    documented."""
 
     bandwidth_gbps: float  # device memory, GB/s (a device-to-device copy)
     fp32_tflops: float  # FP32 on the CUDA cores, TFLOP/s (a cuBLAS SGEMM, TF32 off)
-    tensor_tflops: float | None = None  # FP16 on the tensor cores, TFLOP/s (a cuBLAS HGEMM)
+    # FP16 on the tensor cores, TFLOP/s (a cuBLAS HGEMM)
+    tensor_tflops: float | None = None
     source: str = ""
 
     def ridge(self, tflops: float | None = None) -> float:
@@ -28,7 +30,8 @@ class Ceilings:
         return (tflops or self.fp32_tflops) * 1e12 / (self.bandwidth_gbps * 1e9)
 
     def attainable_gflops(self, intensity, tflops: float | None = None):
-        """The roof at ``intensity``: min(bandwidth x intensity, compute peak), in GFLOP/s."""
+        """The roof at ``intensity``: min(bandwidth x intensity, compute peak), in
+        GFLOP/s."""
         peak = (tflops or self.fp32_tflops) * 1e3
         return np.minimum(np.asarray(intensity, dtype=float) * self.bandwidth_gbps, peak)
 
@@ -55,7 +58,8 @@ class Kernel:
         return self.bytes / self.seconds / 1e9
 
     def share_of_roof(self, ceilings: Ceilings, tflops: float | None = None) -> float:
-        """The fraction of the roof (FP32, or the compute peak ``tflops``) reached at its intensity."""
+        """The fraction of the roof (FP32, or the compute peak ``tflops``) reached at
+        its intensity."""
         return float(self.gflops / ceilings.attainable_gflops(self.intensity, tflops))
 
 
@@ -94,11 +98,14 @@ def measure_ceilings(gemm_n: int = 8192, copy_gbps: float | None = None) -> Ceil
     from .timing import copy_bandwidth_gbps
 
     if os.environ.get("CUPY_TF32", "0") != "0":
-        raise RuntimeError("CUPY_TF32 is set: the float32 GEMM would use tensor cores; unset it")
+        raise RuntimeError("CUPY_TF32 is set: the float32 GEMM would use tensor cores; "
+                           "unset it")
     name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
     name = name.decode() if isinstance(name, bytes) else name
-    return Ceilings(bandwidth_gbps=copy_gbps or copy_bandwidth_gbps(), fp32_tflops=gemm_tflops(gemm_n, "float32"),
-                    tensor_tflops=gemm_tflops(gemm_n, "float16"), source=f"measured on {name}")
+    return Ceilings(bandwidth_gbps=copy_gbps or copy_bandwidth_gbps(),
+                    fp32_tflops=gemm_tflops(gemm_n, "float32"),
+                    tensor_tflops=gemm_tflops(gemm_n, "float16"),
+                    source=f"measured on {name}")
 
 
 def plot(ceilings: Ceilings, kernels=(), ax=None, title: str | None = None,

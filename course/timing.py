@@ -11,9 +11,10 @@ def gpu_time(fn, repeats: int = 20, warmup: int = 3, calls: int = 1) -> float:
     """Median run time of one ``fn()`` on the GPU, in seconds, measured with CUDA events.
 
     Each of the ``repeats`` samples times ``calls`` calls made back to back and divides by
-    ``calls``. With one call, the sample includes the host's cost of launching (what a single
-    call costs the program). With several, the host queues call i + 1 while the GPU runs
-    call i, so launch costs hide behind the GPU's work and the result is the GPU's time.
+    ``calls``. With one call, the sample includes the host's cost of launching (what a
+    single call costs the program). With several, the host queues call i + 1 while the GPU
+    runs call i, so launch costs hide behind the GPU's work and the result is the GPU's
+    time.
     """
     import cupy as cp
 
