@@ -7,6 +7,7 @@ Nothing is sandboxed here: it is the learner's own machine and code.
 from __future__ import annotations
 
 import inspect
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,6 +64,10 @@ def time_exercise(ex, fn) -> SpeedResult:
 def checker(lab_name: str):
     """Return ``check(fn)`` for one lab: ``check = checker("first_kernel"); check(vector_add)``."""
     lab = get_lab(lab_name)
+    if simulator_mode():  # the notebook's own launches too: a barrier not every thread reaches fails at once
+        from .runner import strict_barriers
+
+        strict_barriers()
 
     def check(fn, exercise: str | None = None, speed: bool = True) -> CheckResult:
         ex = lab.exercise(exercise or fn.__name__)
@@ -98,10 +103,7 @@ def checker(lab_name: str):
                         print(f"  {label:<28} {'FAIL':<6} {'':>11}  not implemented yet")
                         result.cases.append(CaseResult(dict(params), False, None, "not implemented"))
                         return result
-                    first, _, rest = text.partition("\n")
-                    print(f"  {label:<28} {'FAIL':<6} {'':>11}  {first}")
-                    for line in rest.splitlines():
-                        print(f"  {'':<28} {'':<6} {'':>11}  {line}")
+                    _print_case(label, "FAIL", "", text)
                     result.cases.append(CaseResult(dict(params), False, None, text))
                     judge.drop(ex)  # a fresh start for the next case
                     proc = judge.runner_for(ex)
@@ -109,7 +111,7 @@ def checker(lab_name: str):
                 res = compare(ex, params, inputs, outputs, after, faults)
                 result.cases.append(res)
                 err = "" if res.max_abs_err is None else f"{res.max_abs_err:.2g}"
-                print(f"  {label:<28} {'pass' if res.passed else 'FAIL':<6} {err:>11}  {res.message}")
+                _print_case(label, "pass" if res.passed else "FAIL", err, res.message)
             result.passed = all(c.passed for c in result.cases)
             result.points = ex.points if result.passed else 0.0
             if not result.passed:
@@ -146,6 +148,24 @@ def checker(lab_name: str):
         return result
 
     return check
+
+
+WIDTH = 88  # columns: a printout this wide fits the page
+
+
+def _print_case(label: str, status: str, err: str, note: str) -> None:
+    """One row of check()'s table. A note too long for the row goes under it, wrapped; the lines
+    after its first (where in the learner's code it failed) are indented a little more."""
+    row = f"  {label:<28} {status:<6} {err:>11}"
+    lines = note.strip().splitlines() or [""]
+    if len(lines) == 1 and len(row) + 2 + len(lines[0]) <= WIDTH:
+        print(f"{row}  {lines[0]}".rstrip())
+        return
+    print(row.rstrip())
+    for i, line in enumerate(lines):
+        first, later = ("    ", "    ") if i == 0 else ("      ", "        ")
+        print(textwrap.fill(line.strip(), WIDTH, initial_indent=first, subsequent_indent=later,
+                            break_long_words=False, break_on_hyphens=False))
 
 
 def _check_policy(ex, fn, rng, simulator: bool, result: CheckResult) -> CheckResult:

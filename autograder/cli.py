@@ -158,6 +158,8 @@ def cmd_wheelhouse(args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from .runproc import SANITIZER_TOOLS
+
     ap = argparse.ArgumentParser(prog="autograder", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
 
@@ -166,8 +168,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--out", required=True, help="folder for results.json per submission and grades.csv")
     g.add_argument("--force", action="store_true", help="regrade submissions already graded")
     g.add_argument("--gpus", help="comma-separated GPU ids: one worker per GPU, e.g. 0,1,2,3")
-    g.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
-                   help="run correctness under compute-sanitizer")
+    g.add_argument("--sanitize", choices=SANITIZER_TOOLS,
+                   help="run correctness under this compute-sanitizer tool (GPU only; synccheck: barriers)")
     g.add_argument("--shard", help="I/N: grade only shard I of N (for Slurm job arrays)")
     g.add_argument("--simulator", action="store_true", help="grade in the CUDA simulator even with a GPU")
     g.add_argument("--seed", type=int, help="fix the input seed (reproduce a run; keep it secret)")

@@ -114,12 +114,15 @@ def compare(ex: Exercise, params, host_inputs, outputs, inputs_after, faults=())
         worst = max(worst, case_err) if not math.isnan(case_err) else case_err
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            # Adding to the starting NaN keeps its payload on a CPU (the simulator), so an element
+            # still holding it was never written, or only added to; on a GPU the sum is a plain NaN.
             unwritten = int(never_written(got).sum()) if spec.init is None else 0
             nan = int(np.isnan(got64).sum()) - unwritten
-            hint = f"; {_count(unwritten, 'element')} never written" if unwritten else ""
-            hint += (f"; {_count(nan, 'element')} written as NaN (a read out of bounds, or of an element "
-                     f"not yet written?)") if nan else ""
+            hint = (f"; {_count(unwritten, 'element')} never set: still the NaN the grader starts "
+                    f"'{name}' with (never written, or only added to)") if unwritten else ""
+            hint += (f"; {_count(nan, 'element')} written as NaN (read out of bounds, or from an element "
+                     f"not yet written or never set?)") if nan else ""
             return CaseResult(params, False, case_err,
-                              f"{name}{list(idx)} = {got[idx]!r}, expected {want[idx]:.6g}; "
+                              f"{name}{list(idx)} = {float(got[idx]):.7g}, expected {want[idx]:.6g}; "
                               f"{int(bad.sum())} of {bad.size} elements wrong{hint}")
     return CaseResult(params, True, worst, "")

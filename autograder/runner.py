@@ -479,6 +479,168 @@ def guarded_cupy_class(cp):
     return DeviceArray
 
 
+# --------------------------------------------------------------------------- barriers in the simulator
+class StrictBarriers:
+    """The CUDA simulator's ``cuda.syncthreads()`` held to a GPU's rule: every thread of a block
+    reaches the same barrier. The simulator itself releases a barrier once every thread still
+    running waits at one, wherever each waits, and stops waiting for threads that returned, so
+    a barrier inside a divergent ``if`` passes there, while on a GPU it may hang or read slots
+    not yet written.
+
+    Installed once per process, before learner code runs (``strict_barriers()``). Each block,
+    each barrier and each graded call (``problem()``) checks that it is still in place; what it
+    finds is kept here as well as raised, so code that catches the exception cannot hide it.
+    """
+
+    def __init__(self) -> None:
+        import threading as threading_module
+
+        import numpy as np
+        from numba.cuda.simulator import kernel, kernelapi
+
+        self.found = ""  # the first divergence since the last problem()
+        sim_dir = os.path.dirname(os.path.abspath(kernel.__file__)) + os.sep
+        manager, thread_cls = kernel.BlockManager, kernel.BlockThread
+        barriers = self
+
+        def site(frame) -> tuple[int, str]:
+            """The line (and function) of learner code that called the barrier."""
+            while frame is not None and frame.f_code.co_filename.startswith(sim_dir):
+                frame = frame.f_back
+            return (frame.f_lineno, frame.f_code.co_name) if frame is not None else (0, "?")
+
+        def syncthreads(thread) -> None:  # BlockThread.syncthreads, which also notes where it waits
+            if thread.abort:
+                raise RuntimeError("abort flag set on syncthreads call")
+            if not barriers.intact():  # e.g. another block manager swapped in for this launch only
+                barriers.found = barriers.found or barriers.TAMPERED
+            thread.barrier_site = site(sys._getframe(1))
+            thread.syncthreads_blocked = True
+            thread.syncthreads_event.wait()
+            thread.syncthreads_event.clear()
+            if thread.abort:
+                raise RuntimeError("abort flag set on syncthreads clear")
+
+        def run(self, grid_point, *args) -> None:  # BlockManager.run, which checks each barrier
+            if not barriers.intact():
+                barriers.found = barriers.found or barriers.TAMPERED
+                raise BarrierDivergence(barriers.TAMPERED)
+            threads, live, waiting = [], set(), set()
+            for block_point in np.ndindex(*self._block_dim):
+                def target():
+                    self._f(*args)
+
+                t = thread_cls(target, self, grid_point, block_point, self._debug)
+                t.start()
+                threads.append(t)
+                live.add(t)
+            while live:
+                for t in live:
+                    if t.syncthreads_blocked:
+                        waiting.add(t)
+                    elif t.exception:
+                        _abort(threads)
+                        raise thread_error(t)
+                if live == waiting:
+                    problem = divergence(grid_point, threads, waiting)
+                    if problem:
+                        _abort(threads)
+                        barriers.found = barriers.found or problem
+                        raise BarrierDivergence(problem)
+                    for t in waiting:
+                        t.syncthreads_blocked = False
+                        t.syncthreads_event.set()
+                    waiting = set()
+                live = {t for t in live if t.is_alive()}
+            for t in threads:
+                if t.exception:
+                    raise thread_error(t)
+
+        def thread_error(t) -> BaseException:
+            """The error a thread raised, saying which thread of which block in the course's words
+            (the simulator's own prefix is 'tid=[x, y, z] ctaid=[x, y, z]')."""
+            exc, tb = t.exception
+            prefix = f"tid={list(t.threadIdx)} ctaid={list(t.blockIdx)}"
+            text = str(exc)
+            if text.startswith(prefix):
+                try:
+                    exc = type(exc)(f"in thread {t.threadIdx} of block {t.blockIdx}" +
+                                    (f": {text[len(prefix):].lstrip(': ')}" if text != prefix else ""))
+                except Exception:  # noqa: BLE001 - an exception type that takes other arguments
+                    pass
+            return exc.with_traceback(tb)
+
+        def divergence(block, threads, waiting) -> str:
+            """'' when every thread of the block waits at the same barrier, else what went wrong."""
+            first_site = next(iter(waiting)).barrier_site
+            if len(waiting) == len(threads) and all(t.barrier_site == first_site for t in waiting):
+                return ""
+            gone = sorted((t for t in threads if t not in waiting), key=lambda t: t.thread_id)
+            for t in gone:  # a thread that raised: its error is the one to report
+                if t.exception:
+                    _abort(threads)
+                    raise thread_error(t)
+            sites: dict = {}
+            for t in sorted(waiting, key=lambda t: t.thread_id):
+                sites.setdefault(t.barrier_site, []).append(t)
+            where = [f"{len(ts)} at line {line}, in {fn} ({who(ts)})" for (line, fn), ts in sites.items()]
+            head = f"barrier divergence in block {tuple(int(v) for v in block)}: "
+            if len(sites) > 1:
+                return (head + "its threads wait at different cuda.syncthreads(): " + "; ".join(where[:3]) +
+                        ". Every thread of a block must reach the same barrier: call it outside any if "
+                        "that depends on the thread.")
+            ((line, fn), ts), = sites.items()
+            return (head + f"{len(ts)} of its {len(threads)} threads {'waits' if len(ts) == 1 else 'wait'} at "
+                    f"the cuda.syncthreads() at line {line}, in {fn}, but {len(gone)} returned ({who(gone)}) and "
+                    "never reach it. Every thread of a block must reach every barrier: let threads with nothing "
+                    "to do skip the work, not the barrier.")
+
+        def who(ts) -> str:
+            return f"threadIdx {ts[0].threadIdx}" + (" and others" if len(ts) > 1 else "")
+
+        thread_cls.syncthreads = syncthreads
+        manager.run = run
+        # What a launch goes through to reach the two methods above: each must stay as it is.
+        self._expected = [(kernel, "BlockManager", manager), (kernel, "BlockThread", thread_cls),
+                          (manager, "run", run), (thread_cls, "syncthreads", syncthreads),
+                          (kernel.FakeCUDAKernel, "__call__", vars(kernel.FakeCUDAKernel)["__call__"]),
+                          (kernelapi.FakeCUDAModule, "syncthreads", vars(kernelapi.FakeCUDAModule)["syncthreads"]),
+                          (kernelapi, "threading", threading_module),
+                          (threading_module, "current_thread", threading_module.current_thread)]
+
+    TAMPERED = "the CUDA simulator's barrier check was changed by the submission's code: it cannot be graded"
+
+    def intact(self) -> bool:
+        return all(vars(owner).get(name) is value for owner, name, value in self._expected)
+
+    def problem(self) -> str:
+        """A divergence found since the last call (or a changed check), then forgets it."""
+        found, self.found = self.found, ""
+        return found or ("" if self.intact() else self.TAMPERED)
+
+
+class BarrierDivergence(Exception):
+    """Threads of one block did not all reach the same ``cuda.syncthreads()``."""
+
+
+def _abort(threads) -> None:
+    """Release every thread of a block, telling it to stop (as the simulator does on an error)."""
+    for t in threads:
+        t.abort = True
+        t.syncthreads_blocked = False
+        t.syncthreads_event.set()
+
+
+_BARRIERS: list = []
+
+
+def strict_barriers() -> StrictBarriers:
+    """The process's StrictBarriers, installed on first use."""
+    if not _BARRIERS:
+        _BARRIERS.append(StrictBarriers())
+    return _BARRIERS[0]
+
+
 # --------------------------------------------------------------------------- memory
 class Memory:
     """The judge's shared memory, mapped here: device chunks (CUDA VMM, imported from a file
@@ -573,6 +735,8 @@ class Runner:
         self.pinned: list = []
         self.pending = ({}, "", None)
         self.guarded = not (job.get("trusted") or self.local)
+        # Before any learner code runs: barriers the simulator would let diverge fail the call.
+        self.barriers = None if self.gpu else strict_barriers()
 
     # -- loading
     def load(self) -> dict:
@@ -726,6 +890,7 @@ class Runner:
         if fn is None:
             return {"ok": False, "error": problem}
         faults: list[str] = []
+        self.barrier_problem()  # forget what an earlier call left
         try:
             args = [self.build(d, msg["backend"]) for d in msg["args"]]
             private = self._private(args, msg) if self.sanitize and self.gpu else []
@@ -735,6 +900,9 @@ class Runner:
             self._run(fn, args, leaks)
             self.synchronize()
             self._copy_back(private)
+            problem = self.barrier_problem()
+            if problem:
+                return {"ok": False, "error": problem}
             if leaks is not None and leaks.leaked():
                 faults.append(f"leaked {leaks.leaked():,} bytes of device memory: every "
                               "cupy.cuda.runtime.malloc needs a matching free before the function returns")
@@ -743,10 +911,14 @@ class Runner:
                     faults.append(f"left the host array '{d.get('name', i)}' page-locked (registered): unregister "
                                   "it before returning (the cuda.pinned context manager does this for you)")
         except BaseException as exc:  # noqa: BLE001 - learner errors are grades
-            return {"ok": False, "error": self.describe(exc, msg)}
+            return {"ok": False, "error": self.barrier_problem() or self.describe(exc, msg)}
         finally:
             self._unpin()
         return {"ok": True, "faults": faults}
+
+    def barrier_problem(self) -> str:
+        """A barrier divergence (simulator) since the last time asked, or ''."""
+        return self.barriers.problem() if self.barriers is not None else ""
 
     def _private(self, args, msg) -> list:
         """Under compute-sanitizer: each device array copied into an allocation of its exact
@@ -1017,6 +1189,11 @@ def main(fd: int, uid: int) -> None:
         import faulthandler
 
         faulthandler.dump_traceback_later(float(job["debug_stacks"]), repeat=True)
+    # This file runs as __main__: `import __main__` (or a module that imports it) would hand learner
+    # code the guards and the barrier check themselves. It gets an empty module instead.
+    import types
+
+    sys.modules["__main__"] = types.ModuleType("__main__")
     runner = Runner(chan, job)
     try:
         hello = runner.load()

@@ -100,7 +100,7 @@ class RunnerProcess:
             argv = [sys.executable, sandbox.INSIDE_RUNNER, str(child.fileno())]
             limits = sandbox.Limits(memory_gb=memory_limit_gb)
             if sanitize:
-                argv = [_sanitizer(), "--tool", sanitize, "--print-limit", "20", "--report-api-errors", "no"] + argv
+                argv = sanitizer_prefix(sanitize) + argv
             cmd = sandbox.command(argv, gpu=not simulator, slot=slot, limits=limits, hidden=hidden, env=env_extra,
                                   extra_ro=[str(Path(_sanitizer()).resolve().parent.parent)] if sanitize else None)
             argv = cmd.argv + [str(cmd.uid)]
@@ -114,7 +114,7 @@ class RunnerProcess:
             runner = str(Path(__file__).resolve().parent / "runner.py")
             argv = [sys.executable, runner, str(child.fileno()), "0"]
             if sanitize and not trusted:
-                argv = [_sanitizer(), "--tool", sanitize, "--print-limit", "20", "--report-api-errors", "no"] + argv
+                argv = sanitizer_prefix(sanitize) + argv
             fds = [child.fileno()]
             preexec = _die_with_parent
             self.tmp = tempfile.TemporaryDirectory(prefix="autograder-")
@@ -280,3 +280,16 @@ def _sanitizer() -> str:
     import shutil
 
     return shutil.which("compute-sanitizer") or "compute-sanitizer"
+
+
+# compute-sanitizer's tools (--sanitize): out-of-bounds and misaligned accesses, races on shared
+# memory, reads of memory never written, and barriers not reached by every thread of a block.
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+
+
+def sanitizer_prefix(tool: str) -> list[str]:
+    """The compute-sanitizer command line that runs a runner under ``tool``: at most 20 reports,
+    and none for CUDA API return codes (the runner's own probes may fail on purpose)."""
+    if tool not in SANITIZER_TOOLS:
+        raise ValueError(f"no compute-sanitizer tool named {tool!r}; one of {', '.join(SANITIZER_TOOLS)}")
+    return [_sanitizer(), "--tool", tool, "--print-limit", "20", "--report-api-errors", "no"]

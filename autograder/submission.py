@@ -187,7 +187,7 @@ DYNAMIC_MODULES = {"importlib", "ctypes", "_ctypes", "gc", "sys", "inspect", "bu
                    "pickle", "threading", "_thread", "concurrent", "multiprocessing", "subprocess", "os", "operator",
                    "code", "codeop", "dis", "runpy", "pty", "signal", "socket", "cffi", "weakref", "copyreg",
                    "pkgutil", "string", "traceback", "logging", "timeit", "faulthandler", "tracemalloc", "pdb", "bdb",
-                   "autograder", "course"}
+                   "autograder", "course", "__main__"}
 # Attributes that reach stack frames, code and closures (and from there, everything).
 INTROSPECTION = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
                  "gi_code", "cr_frame", "ag_frame", "cell_contents", "co_consts", "co_code"}
@@ -219,6 +219,9 @@ def static_problems(code: str, function: str, patterns, policy: bool = False) ->
             elif isinstance(node, ast.ImportFrom):
                 if (node.module or "").split(".")[0] in DYNAMIC_MODULES or node.level:
                     found.append(f"from {'.' * node.level}{node.module or ''} import (line {line})")
+                # e.g. `from rlcompleter import __main__`: a module's dunders are no library API
+                found += [f"from {node.module} import {a.name} (line {line})" for a in node.names
+                          if a.name.startswith("__") and a.name not in DUNDERS_ALLOWED]
             elif isinstance(node, ast.Attribute):
                 a = node.attr
                 owner = node.value.id if isinstance(node.value, ast.Name) else ""

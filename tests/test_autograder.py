@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numba import cuda
 
 from autograder.labs import get_lab
 from autograder.results import atomic_write
@@ -20,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BANK = ROOT / "tests" / "submissions" / "first_kernel"
 GPU_BANK = ROOT / "tests" / "submissions" / "first_kernel_gpu"
 MEMORY_GPU_BANK = ROOT / "tests" / "submissions" / "memory_gpu"
+BARRIER_BANK = ROOT / "tests" / "submissions" / "reduction"
 EXPECTED = {k: v for k, v in json.loads((BANK / "expected.json").read_text()).items() if not k.startswith("_")}
 SEED = "12345"
 GPU_MODE = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0")  # the root conftest decides
@@ -344,6 +347,155 @@ def test_torch_backend_passes_tensors_poisons_outputs_and_sees_mutation():
     assert "input 'w' was modified" in compare(ex, params, inputs, *_run_local(ex, scribble, params, inputs)).message
 
 
+# --------------------------------------------------------------------------- barriers (simulator)
+BARRIERS = {k: v for k, v in json.loads((BARRIER_BANK / "expected.json").read_text()).items() if not k.startswith("_")}
+simulator_only = pytest.mark.skipif(GPU_MODE, reason="the simulator's barrier check (on a GPU: --sanitize synccheck)")
+
+
+@simulator_only
+def test_barrier_divergence_fails_the_grade(tmp_path):
+    """A barrier some threads of a block skip, or meet at another line, gives 0 and says where;
+    the same kernel with its barrier outside the if passes."""
+    autograder("grade", "--lab", "reduction", "--exercise", "block_sums", "--simulator", "--seed", SEED,
+               "--out", str(tmp_path), *[str(BARRIER_BANK / f"{name}.py") for name in BARRIERS])
+    book = gradebook(tmp_path)
+    for name, want in BARRIERS.items():
+        output = json.loads((tmp_path / name / "results.json").read_text())["tests"][0]["output"]
+        assert float(book[name]["block_sums"]) == want["block_sums"], (name, output)
+        assert want["words"] in output, (name, output)
+
+
+@simulator_only
+@pytest.mark.parametrize("name", ["barrier_in_branch", "two_barriers"])
+def test_barrier_divergence_fails_check(name, capsys):
+    """check() in a notebook runs the same check: every case fails, naming the block and the line."""
+    import runpy
+
+    from autograder import checker
+
+    result = checker("reduction")(runpy.run_path(str(BARRIER_BANK / f"{name}.py"))["block_sums"])
+    printed = capsys.readouterr().out
+    assert result.points == 0 and result.cases and not any(c.passed for c in result.cases), printed
+    assert all(BARRIERS[name]["words"] in c.message for c in result.cases), printed
+    assert "barrier divergence in block (0, 0, 0)" in " ".join(printed.split()), printed  # wrapped to fit
+
+
+@simulator_only
+def test_barrier_check_cannot_be_switched_off_unseen():
+    """Changing what a launch goes through (here, the block manager) is reported by the next call."""
+    from numba.cuda.simulator import kernel
+
+    from autograder.runner import StrictBarriers, strict_barriers
+
+    barriers = strict_barriers()
+    assert barriers.problem() == ""
+    run = kernel.BlockManager.run
+    try:
+        kernel.BlockManager.run = lambda self, grid_point, *args: None
+        assert barriers.problem() == StrictBarriers.TAMPERED
+    finally:
+        kernel.BlockManager.run = run
+    assert barriers.problem() == ""
+
+
+def test_sanitize_synccheck_is_offered_and_its_reports_reach_the_feedback(monkeypatch):
+    """--sanitize synccheck puts the runner under compute-sanitizer's synccheck, and the judge picks
+    synccheck's reports out of the runner's output (the command line and the parsing, without a GPU)."""
+    from autograder import runproc
+    from autograder.cli import parser
+    from autograder.judge import sanitizer_findings
+
+    args = parser().parse_args(["grade", "--lab", "reduction", "--out", "o", "--sanitize", "synccheck", "s.py"])
+    assert args.sanitize == "synccheck"
+    with pytest.raises(ValueError, match="synccheck"):
+        runproc.sanitizer_prefix("synchcheck")
+
+    class Started(Exception):
+        pass
+
+    def popen(argv, **kwargs):
+        raise Started(argv)
+
+    monkeypatch.setattr(runproc.subprocess, "Popen", popen)
+    with pytest.raises(Started) as started:
+        runproc.RunnerProcess({}, simulator=False, sandboxed=False, sanitize="synccheck")
+    argv = started.value.args[0]
+    assert argv[1:4] == ["--tool", "synccheck", "--print-limit"] and argv[-3].endswith("runner.py"), argv
+    report = ["========= COMPUTE-SANITIZER", "========= Barrier error detected. Divergent thread(s) in block",
+              "=========     at block_sums_kernel+0x1f0 in submission.py:19",
+              "=========     by thread (128,0,0) in block (0,0,0)", "========= ERROR SUMMARY: 1 error"]
+    assert sanitizer_findings(report) == [report[1]]
+
+
+# --------------------------------------------------------------------------- check()'s messages
+@simulator_only
+def test_check_reports_an_out_of_bounds_index_as_one_failed_case(capsys):
+    """Each case that indexes out of bounds is one failed case naming the thread, its block and the
+    index, in a few short lines of the learner's own code; the cases after it still run."""
+    import re
+    import runpy
+
+    from autograder import checker
+
+    result = checker("first_kernel")(runpy.run_path(str(BANK / "no_bounds_check.py"))["vector_add"])
+    printed = capsys.readouterr().out
+    assert len(result.cases) == len(get_lab("first_kernel").exercise("vector_add").cases(True)), printed
+    assert result.cases[-1].passed is False and any(c.passed for c in result.cases), printed  # n=1024 fits
+    for case in (c for c in result.cases if not c.passed):
+        assert re.match(r"vector_add\(a, b, out\) raised IndexError: in thread \(\d+, 0, 0\) of block "
+                        r"\(\d+, 0, 0\): index \d+ is out of bounds for axis 0 with size \d+\n", case.message), case
+        assert len(case.message.splitlines()) <= 3, case.message  # the error, then the learner's two lines
+    assert "Traceback" not in printed and "site-packages" not in printed and "autograder" not in printed, printed
+    assert max(map(len, printed.splitlines())) <= 88, printed
+
+
+@cuda.jit
+def _half_kernel(a, out):  # the second half of out is never written
+    i = cuda.grid(1)
+    if i < a.size // 2:
+        out[i] = 2 * a[i]
+
+
+@cuda.jit
+def _add_to_kernel(a, out):  # adds to out, which it never set
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] += 2 * a[i]
+
+
+@cuda.jit
+def _nan_kernel(a, out):  # writes every element, as NaN
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = a[i] * math.nan
+
+
+def test_check_tells_outputs_never_set_from_outputs_written_as_nan(monkeypatch, capsys):
+    """An element the call never wrote (or only added to: an accumulator left unset) is said to be
+    never set; an element it wrote NaN into is said to be written as NaN, not 'never written'."""
+    from autograder import check as check_module
+    from autograder.spec import Exercise, Lab, Out
+
+    ex = Exercise(name="double", title="out = 2a", backend="numba", args=("a", "out"),
+                  inputs=lambda p, rng: {"a": rng.random(p["n"], dtype=np.float32) + np.float32(1)},
+                  outputs={"out": Out(lambda p: (p["n"],))}, reference=lambda a: {"out": 2 * a},
+                  cases=lambda sim: [{"n": 40}])
+    monkeypatch.setattr(check_module, "get_lab", lambda name: Lab(name="double", title="double", exercises=(ex,)))
+    check = check_module.checker("double")
+    notes = {}
+    for name, kernel in (("half", _half_kernel), ("add", _add_to_kernel), ("nan", _nan_kernel)):
+        result = check(lambda a, out, k=kernel: k[1, 64](a, out), exercise="double")
+        capsys.readouterr()
+        (case,) = result.cases
+        assert not case.passed, name
+        notes[name] = case.message
+    assert "20 elements never set: still the NaN the grader starts 'out' with" in notes["half"], notes
+    assert "written as NaN" not in notes["half"], notes
+    assert "never set" in notes["add"] and "40 of 40 elements wrong" in notes["add"], notes
+    assert "40 elements written as NaN" in notes["nan"] and "never set:" not in notes["nan"], notes
+    assert "np.float32" not in "".join(notes.values()), notes  # values as numbers, not reprs
+
+
 def test_speed_score_is_linear_between_thresholds():
     s = Speed(2, full_at=0.8, zero_at=0.2)
     assert s.score(1.5) == 2 and s.score(0.2) == 0 and s.score(0.5) == 1.0
@@ -433,6 +585,15 @@ def test_gpu_sanitizer_finds_missing_bounds_check(tmp_path):
                str(BANK / "no_bounds_check.py"), str(BANK / "correct.py"))
     assert "compute-sanitizer" in _tests(tmp_path, "no_bounds_check")["vector_add:correctness"]["output"]
     assert _tests(tmp_path, "correct")["vector_add:correctness"]["score"] == 2
+
+
+@pytest.mark.gpu
+def test_gpu_synccheck_finds_a_barrier_in_a_divergent_branch(tmp_path):
+    autograder("grade", "--lab", "reduction", "--exercise", "block_sums", "--out", str(tmp_path), "--timeout", "300",
+               "--sanitize", "synccheck", str(BARRIER_BANK / "barrier_in_branch.py"), str(BARRIER_BANK / "correct.py"))
+    found = _tests(tmp_path, "barrier_in_branch")["block_sums:correctness"]
+    assert found["score"] == 0 and "compute-sanitizer (synccheck)" in found["output"], found
+    assert _tests(tmp_path, "correct")["block_sums:correctness"]["score"] == 2
 
 
 @pytest.mark.gpu
