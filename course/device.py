@@ -36,11 +36,12 @@ def simulator_requested() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 
-def setup(verbose: bool = True) -> str:
+def setup(verbose: bool = True, extras=()) -> str:
     """Pick the execution mode for this process and return it ("gpu" or "simulator").
 
     Call it before importing numba. With no GPU it turns the simulator on, so every
     Numba kernel still runs (slowly, on the CPU) and out-of-bounds indexing raises.
+    ``extras`` names the package extras the notebook needs (e.g. ["torch"]): see course/install.py.
     """
     if "numba" in sys.modules and not simulator_requested():
         mode = "gpu" if gpu_present() else "simulator"
@@ -54,6 +55,11 @@ def setup(verbose: bool = True) -> str:
         mode = "simulator"
     else:
         mode = "gpu"
+    # --- install (course/install.py): on Colab, what this notebook needs; numba-cuda switched on
+    from .install import ensure
+
+    ensure(extras, verbose=verbose)
+    # --- end install
     if verbose:
         if mode == "gpu":
             print("Mode: GPU. Every cell runs on the device.")

@@ -88,6 +88,25 @@ def environment() -> dict:
     return info
 
 
+def coalesce_streams(nb) -> None:
+    """Join each cell's consecutive stdout (or stderr) outputs into one, as Jupyter shows them.
+
+    A kernel sends a cell's prints in several messages when they are apart in time; stored
+    as they come, the site would draw a box for each.
+    """
+    for cell in nb["cells"]:
+        merged = []
+        for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            prev = merged[-1] if merged else None
+            if (out["output_type"] == "stream" and prev is not None and prev["output_type"] == "stream"
+                    and prev["name"] == out["name"]):
+                prev["text"] = "".join(prev["text"]) + "".join(out["text"])
+            else:
+                merged.append(out)
+        if cell["cell_type"] == "code":
+            cell["outputs"] = merged
+
+
 # A learner's GPU may have 16 GB (Colab's T4): every notebook must run with this much free.
 SMALL_GPU_BYTES = 15 * 10**9
 
@@ -133,6 +152,7 @@ def execute(path: Path, timeout: int = 1200, memory_cap: int | None = SMALL_GPU_
     import nbformat
 
     nb, facts = run(path, timeout=timeout, memory_cap=memory_cap)
+    coalesce_streams(nb)
     env = environment()
     nb.metadata[STAMP_KEY] = {
         "code_sha256": code_hash(json.loads(nbformat.writes(nb))),

@@ -321,3 +321,17 @@ def test_ptx_check_compiles_warp_shuffles_and_catches_errors(tmp_path):
     bad = good.replace("out[i // 32] = v", "out[i // 32] = undefined_name + v")
     _, r, report = compile_gpu_kernels(_notebook_with_gpu_cell(tmp_path, bad))
     assert all("undefined_name" in v for v in report.values()) and len(report) == len(LEARNER_GPUS)
+
+
+def test_consecutive_prints_are_stored_as_one_output():
+    from course.notebooks import coalesce_streams
+
+    def stream(name, text):
+        return {"output_type": "stream", "name": name, "text": text}
+    nb = {"cells": [{"cell_type": "code", "outputs": [
+        stream("stdout", "a\n"), stream("stdout", ["b\n", "c\n"]), stream("stderr", "e\n"),
+        {"output_type": "display_data", "data": {}}, stream("stdout", "d\n"), stream("stdout", "f\n")]},
+        {"cell_type": "markdown", "source": "x"}]}
+    coalesce_streams(nb)
+    assert [(o["output_type"], o.get("text")) for o in nb["cells"][0]["outputs"]] == [
+        ("stream", "a\nb\nc\n"), ("stream", "e\n"), ("display_data", None), ("stream", "d\nf\n")]
