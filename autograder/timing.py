@@ -157,6 +157,28 @@ class SpeedResult:
         return dict(self.__dict__)
 
 
+class Hold:
+    """The hold kernel: one block per SM, each filling its SM, spinning for a given time on the
+    current stream. Work queued behind it starts together when it ends, so the clock measures
+    the GPU, not the host's launches."""
+
+    def __init__(self) -> None:
+        import cupy as cp
+
+        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+        self.sms = int(props["multiProcessorCount"])
+        smem = int(props.get("sharedMemPerBlockOptin", 0)) or int(props["sharedMemPerBlock"])
+        self.kernel = cp.RawKernel(HOLD_SOURCE, "grader_hold")
+        try:
+            self.kernel.max_dynamic_shared_size_bytes = smem
+        except Exception:  # an older GPU or driver: 48 KiB still fills most SMs
+            smem = int(props["sharedMemPerBlock"])
+        self.smem = smem
+
+    def __call__(self, seconds: float) -> None:
+        self.kernel((self.sms,), (1024,), (np.int64(seconds * 1e9),), shared_mem=self.smem)
+
+
 class JudgeGPU:
     """The judge's own CUDA objects: its stream, the hold kernel, the L2 flush, the kernels
     that refresh inputs and compare outputs. All built before any runner exists."""
@@ -167,15 +189,7 @@ class JudgeGPU:
         self.cp = cp
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.side = cp.cuda.Stream(non_blocking=True)  # to release a stuck stream
-        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-        self.sms = int(props["multiProcessorCount"])
-        smem = int(props.get("sharedMemPerBlockOptin", 0)) or int(props["sharedMemPerBlock"])
-        self.hold_kernel = cp.RawKernel(HOLD_SOURCE, "grader_hold")
-        try:
-            self.hold_kernel.max_dynamic_shared_size_bytes = smem
-        except Exception:  # an older GPU or driver: 48 KiB still fills most SMs
-            smem = int(props["sharedMemPerBlock"])
-        self.smem = smem
+        self.hold = Hold()
         mod = cp.RawModule(code=FRESH_SOURCE, options=("-std=c++14",))
         self.fresh = {t: mod.get_function(f"fresh_{t}") for t in ("float32", "float64", "float16")}
         self.flush_buf = cp.ones(64 << 20, dtype=cp.int32)  # 256 MiB: beyond any L2 we know
@@ -203,9 +217,6 @@ class JudgeGPU:
                 k((1,), (32,), (z, z, np.int64(8), np.uint64(1), np.float32(1), np.float32(0), np.int32(0)))
         self.stream.synchronize()
 
-    def hold(self, seconds: float) -> None:
-        self.hold_kernel((self.sms,), (1024,), (np.int64(seconds * 1e9),), shared_mem=self.smem)
-
     def flush_l2(self) -> None:
         self.flush_buf.max()
 
@@ -217,7 +228,7 @@ class JudgeGPU:
         n = np.int64(got.size)
         if n == 0:
             return
-        blocks = (min(self.sms * 8, -(-int(n) // 256)),)
+        blocks = (min(self.hold.sms * 8, -(-int(n) // 256)),)
         name = np.dtype(dtype).name
         if np.dtype(dtype).kind in "iub":
             self._cmp[f"bad_{name}"](blocks, (256,), (got, want, n, count))
@@ -266,7 +277,7 @@ class JudgeGPU:
         if k is None:
             dst[...] = src
             return
-        blocks = min(self.sms * 8, -(-n // 256))
+        blocks = min(self.hold.sms * 8, -(-n // 256))
         k((blocks,), (256,), (src, dst, np.int64(n), np.uint64(key), np.float32(gain), np.float32(JITTER),
                               np.int32(1 if flip else 0)))
 

@@ -384,9 +384,9 @@ def time_cold(run, sets, repeats: int = 30) -> float:
     """
     import cupy as cp
 
-    from ..measure import device
+    from ..timing import Hold
 
-    dev = device()
+    hold = Hold()
     for s in sets:  # warm-up: compile, create handles, pick algorithms
         run(*s)
     cp.cuda.runtime.deviceSynchronize()
@@ -399,7 +399,7 @@ def time_cold(run, sets, repeats: int = 30) -> float:
     start, end = cp.cuda.Event(), cp.cuda.Event()
     times = []
     for _ in range(repeats):
-        dev.hold(hold_s)
+        hold(hold_s)
         start.record()
         for s in sets:
             run(*s)
