@@ -11,7 +11,9 @@ while learner code runs, forbidden library functions raise (however they were re
 device arrays refuse host access where the exercise forbids host computation, and an audit
 hook refuses the ways code could take these guards apart (building code at run time,
 ctypes, the garbage collector's object lists, stack frames). The judge's static check of
-the source is the other half of this.
+the source is the other half of this. In the CUDA simulator, barriers are held to a GPU's
+rule (``StrictBarriers``): a call whose kernel lets threads of a block skip a
+``cuda.syncthreads()`` the others wait at fails, as it may hang or read stale data on a GPU.
 
 Messages are length-prefixed JSON; file descriptors of shared memory travel beside them.
 """
