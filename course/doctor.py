@@ -11,6 +11,8 @@ import sys
 from packaging.version import Version
 
 from .device import cupy_runtime_version, gpu_present, nvidia_smi_gpus, package_versions
+from .install import (CUPYS, cuda_extra, cuda_text, driver_cuda_version, installed_version, known_extras,
+                      numba_cuda_state, requirements, unmet)
 
 PACKAGES = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch", "nbval", "jupyter-book")
 
@@ -44,15 +46,45 @@ def version_problems(v: dict[str, str], gpu: bool, driver_cuda: int | None = Non
     return bad
 
 
-def _driver_cuda_version() -> int | None:
-    import ctypes
+def cupy_finding(v: dict[str, str], driver: int | None, gpu: bool) -> str:
+    """A line on the CuPy package here and whether it fits the driver (version_problems has the fix)."""
+    cupys = [n for n in CUPYS if n in v]
+    if not cupys:
+        return "CuPy: not installed"
+    name = cupys[0]
+    built = {"cupy-cuda12x": 12, "cupy-cuda13x": 13}.get(name)
+    line = f"CuPy: {name} {v[name]}" + (f", built for CUDA {built}" if built else "")
+    if not gpu:
+        return line + " (not used in simulator mode)"
+    if built is None or driver is None:
+        return line
+    fits = built <= driver // 1000
+    return line + f": {'matches' if fits else 'does NOT match'} the CUDA {cuda_text(driver)} driver"
 
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-    v = ctypes.c_int(0)
-    return v.value if lib.cuDriverGetVersion(ctypes.byref(v)) == 0 else None
+
+def numba_cuda_finding() -> tuple[str, str | None]:
+    state = numba_cuda_state()
+    if state == "active":
+        return f"numba-cuda: active (numba.cuda comes from numba-cuda {installed_version('numba-cuda')})", None
+    if state == "missing":
+        return "numba-cuda: not installed", None  # version_problems says it
+    return ("numba-cuda: installed but NOT active",
+            "numba.cuda is numba's old built-in target, not numba-cuda's: numba-cuda switches itself on "
+            "through a .pth file in site-packages when Python starts. Restart Python; if that does not "
+            "help, reinstall: pip install --force-reinstall 'numba-cuda<0.31'")
+
+
+def extras_finding() -> str:
+    """Which of the course's extras are complete here, and what the others lack."""
+    base = set(requirements([]))
+    done, partial = [], []
+    for extra in known_extras():
+        missing = unmet([r for r in requirements([extra]) if r not in base])
+        if not missing:
+            done.append(extra)
+        else:
+            partial.append(f"{extra} (lacks {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})")
+    return f"Extras complete: {', '.join(done) or 'none'}" + (f"; incomplete: {'; '.join(partial)}" if partial else "")
 
 
 def gpu_facts() -> list[str]:
@@ -81,22 +113,28 @@ def main() -> int:
     print(f"Python {sys.version.split()[0]} at {sys.executable}")
     for name in PACKAGES:
         print(f"  {name:<14} {v.get(name, 'not installed')}")
-    driver = _driver_cuda_version()
     if gpu:
-        for line in gpu_facts():
-            print(line)
-        if driver:
-            print(f"Driver supports CUDA up to {driver // 1000}.{driver % 1000 // 10}")
-        runtime = cupy_runtime_version()
-        if runtime:
-            print(f"CuPy's CUDA runtime: {runtime}")
         print("Mode: GPU. Every notebook cell runs; labs are timed.")
     else:
         print("Mode: simulator. No usable GPU was found, so notebooks set NUMBA_ENABLE_CUDASIM=1: "
-              "Numba kernels run on the CPU (about 10^4 threads per second), cells tagged 'gpu' "
+              "Numba kernels run on the CPU (about 10^4 threads per second), cells that start with %%gpu "
               "(CuPy, timing, warp intrinsics) are skipped, and check() grades correctness only. "
               "For the GPU parts use Colab (Runtime > Change runtime type > GPU) or a GPU machine.")
-    problems = version_problems(v, gpu, driver)
+    driver = driver_cuda_version()
+    extra = cuda_extra(driver, {n for n in CUPYS if n in v})
+    print(f"Driver: supports CUDA up to {cuda_text(driver)}" + (f"; its extra is {extra}" if extra else
+          "; too old for the course (it needs CUDA 12 or newer)") if driver else "Driver: none found")
+    if gpu:
+        for line in gpu_facts():
+            print(line)
+        runtime = cupy_runtime_version()
+        if runtime:
+            print(f"CuPy's CUDA runtime: {runtime}")
+    print(cupy_finding(v, driver, gpu))
+    line, numba_problem = numba_cuda_finding()
+    print(line)
+    print(extras_finding())
+    problems = version_problems(v, gpu, driver) + ([numba_problem] if numba_problem else [])
     if not problems and "numba" in v:
         if gpu:
             err = live_kernel_check()

@@ -1,0 +1,258 @@
+"""The first cell of every notebook: on Colab it installs a pinned release of the course, the extras the
+notebook needs and the CUDA pieces that fit the driver, and it switches numba-cuda on in the running
+kernel (or restarts it once when it cannot).
+
+The last two tests run that cell in a fresh virtual environment holding Colab's preinstalled versions
+of numpy, numba and CuPy, with pip's git clone of the release redirected to a tagged copy of this
+working tree. The environment is cached in the temporary directory, keyed by the versions.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+import nbformat
+import pytest
+from packaging.requirements import Requirement
+
+from course import install
+from course.install import cuda_extra, release_tag, setup_cell, unmet, with_setup_cell
+from course.notebooks import executed_notebooks, student_notebooks
+
+ROOT = Path(__file__).resolve().parent.parent
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+# What a Colab runtime has before the first cell runs (2025): numpy, numba, CuPy for CUDA 12, and its
+# IPython kernel. Colab runs Python 3.12; this machine has 3.11, which these versions also support.
+COLAB = ["numpy==2.0.2", "numba==0.60.0", "cupy-cuda12x==13.3.0", "ipykernel==6.17.1", "ipython==7.34.0",
+         "matplotlib==3.10.0", "packaging==24.2"]
+
+
+# --------------------------------------------------------------------------- the cell and its choices
+def test_the_cell_installs_a_tagged_release():
+    cell = setup_cell(["torch"])
+    tag = "v" + PYPROJECT["version"]
+    assert release_tag() == tag, "reinstall the course (pip install -e .): its metadata is older than pyproject.toml"
+    assert f'%pip install -q "gpu-course @ git+https://github.com/open-gpu-course/gpu-course@{tag}"' in cell
+    assert 'MODE = course.setup(extras=["torch"])' in cell
+    assert "MODE = course.setup()" in setup_cell()
+
+
+def test_with_setup_cell_keeps_the_rest_of_the_cell_and_is_idempotent():
+    old = ('try:\n    import course\nexcept ImportError:\n    %pip install -q "gpu-course @ git+x"\n'
+           '    import course\nMODE = course.setup()\n\nimport math\ncheck = 1')
+    new = with_setup_cell(old, ["llm"])
+    assert new.startswith(setup_cell(["llm"])) and new.endswith("\n\nimport math\ncheck = 1")
+    assert with_setup_cell(new, ["llm"]) == new
+    with pytest.raises(ValueError, match="MODE = course.setup"):
+        with_setup_cell("import course", [])
+
+
+@pytest.mark.parametrize("driver, cupys, extra", [
+    (None, set(), None),                       # no driver: the simulator needs neither
+    (11080, set(), None),                      # CUDA 11 is too old for the course
+    (12040, set(), "cuda12"),                  # Colab's driver
+    (12040, {"cupy-cuda12x"}, "cuda12"),
+    (13000, set(), "cuda13"),
+    (13000, {"cupy-cuda12x"}, "cuda12"),      # keep the CuPy that is there: it runs on a newer driver
+    (13000, {"cupy-cuda12x", "cupy-cuda13x"}, "cuda13"),
+])
+def test_the_cuda_extra_follows_the_driver(driver, cupys, extra):
+    assert cuda_extra(driver, cupys) == extra
+
+
+def test_each_cuda_extra_pins_cupy_and_numba_cuda_for_its_cuda_major():
+    for extra, major in (("cuda12", "12"), ("cuda13", "13")):
+        reqs = {Requirement(r).name: Requirement(r) for r in PYPROJECT["optional-dependencies"][extra]}
+        assert set(reqs) == {f"cupy-cuda{major}x", "numba-cuda"}
+        assert reqs["numba-cuda"].extras == {f"cu{major}"}
+
+
+def test_unmet_looks_into_a_dependencys_extra():
+    """numba-cuda itself is installed here; only its cu13 extra's CUDA 13 pieces are (the ptx extra)."""
+    assert unmet(["numba-cuda>=0.30,<0.31"]) == []
+    assert unmet(["numba-cuda[cu13]>=0.30,<0.31"]) == []
+    assert unmet(["numba-cuda[cu12]>=0.30,<0.31"]) == ["numba-cuda[cu12]>=0.30,<0.31"]
+    assert unmet(["numba-cuda>=99"]) == ["numba-cuda>=99"]
+    assert unmet(["no-such-package-here"]) == ["no-such-package-here"]
+
+
+def test_a_package_replaced_under_the_kernel_is_stale(monkeypatch):
+    monkeypatch.setitem(sys.modules, "numba", types.SimpleNamespace(__version__="0.1.0"))
+    assert any(s.startswith("numba 0.1.0 (now ") for s in install.stale_modules())
+    monkeypatch.setitem(sys.modules, "numba", types.SimpleNamespace(__version__=install.installed_version("numba")))
+    assert not any(s.startswith("numba ") for s in install.stale_modules())
+
+
+def test_an_unknown_extra_is_refused():
+    with pytest.raises(ValueError, match="unknown extra torhc: the course has .*torch"):
+        install.ensure(["torhc"], verbose=False)
+
+
+def needed_extras(nb: dict) -> list[str]:
+    """The extras a notebook's code needs, read from what it imports and uses."""
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    imports = set(re.findall(r"^\s*(?:import|from)\s+(\w+)", code, re.M))
+    if imports & {"onnx", "onnxruntime", "onnxscript", "fastapi", "uvicorn", "aiohttp"} \
+            or re.search(r"\b(Server|make_app|run_load)\b", code):  # course.serving's server and load generator
+        return ["llm"]
+    return ["torch"] if "torch" in imports else []
+
+
+@pytest.mark.parametrize("path", executed_notebooks() + student_notebooks(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_notebook_starts_with_the_install_cell_for_its_extras(path):
+    nb = json.loads(path.read_text())
+    first = "".join(next(c for c in nb["cells"] if c["cell_type"] == "code")["source"])
+    assert first.startswith(setup_cell(needed_extras(nb))), first[:400]
+
+
+# --------------------------------------------------------------------------- a fresh Colab-like runtime
+def run(cmd, **kw) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    assert r.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+@pytest.fixture(scope="module")
+def colab_venv() -> Path:
+    """A virtual environment with Colab's preinstalled packages, built once per set of versions."""
+    key = hashlib.sha256(json.dumps([sys.version, COLAB]).encode()).hexdigest()[:12]
+    cached = Path(tempfile.gettempdir()) / f"gpu-course-colab-{key}"
+    if not (cached / "ready").exists():
+        building = cached.with_name(cached.name + f".{os.getpid()}")
+        shutil.rmtree(building, ignore_errors=True)
+        run([sys.executable, "-m", "venv", building])
+        run([building / "bin/python", "-m", "pip", "install", "-q", *COLAB], timeout=900)
+        (building / "ready").touch()
+        shutil.rmtree(cached, ignore_errors=True)
+        building.rename(cached)
+    return cached
+
+
+@pytest.fixture(scope="module")
+def release_repo(tmp_path_factory) -> Path:
+    """This working tree as a git repository with the release tag the cell asks for."""
+    repo = tmp_path_factory.mktemp("release") / "gpu-course"
+    files = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT).stdout.split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost", "-c", "commit.gpgsign=false"]
+    run([*git, "init", "-q"], cwd=repo)
+    run([*git, "add", "-A"], cwd=repo)
+    run([*git, "commit", "-q", "-m", "release"], cwd=repo)
+    run([*git, "tag", release_tag()], cwd=repo)
+    return repo
+
+
+def colab(colab_venv: Path, release_repo: Path, tmp_path: Path):
+    """A copy of the Colab environment, a kernel spec for it, and the kernel's environment variables."""
+    venv = tmp_path / "venv"
+    shutil.copytree(colab_venv, venv, symlinks=True)
+    spec = tmp_path / "kernels" / "colab"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(venv / "bin/python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Colab-like", "language": "python"}))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "NUMBA_ENABLE_CUDASIM", "VIRTUAL_ENV", "MPLBACKEND")}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", COLAB_RELEASE_TAG="test",
+               # pip's git clone of the course's repository gets this working tree instead
+               GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0=f"url.{release_repo}.insteadOf",
+               GIT_CONFIG_VALUE_0=install.REPO_URL)
+    work = tmp_path / "work"  # not the checkout, so `import course` finds only what pip installed
+    work.mkdir()
+    return venv, spec.parent, env, work
+
+
+def execute(cells: list[str], kernels: Path, env: dict, cwd: Path, dies: bool = False) -> list[str]:
+    """Run cells in a fresh kernel of the Colab environment; each cell's printed text.
+
+    With ``dies`` the kernel must exit during the cells (a restart), and the text up to then is returned.
+    """
+    from jupyter_client import AsyncKernelManager
+    from jupyter_client.kernelspec import KernelSpecManager
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    km = AsyncKernelManager(kernel_name="colab", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    client = NotebookClient(nb, km=km, timeout=900, resources={"metadata": {"path": str(cwd)}})
+    try:
+        client.execute(env=env)
+        assert not dies, "the kernel did not restart"
+    except DeadKernelError:
+        if not dies:
+            raise
+    return ["".join(o.get("text", "") for o in c.outputs if o.output_type == "stream") for c in nb.cells]
+
+
+def test_colab_first_cell_then_the_first_lab_and_doctor(colab_venv, release_repo, tmp_path):
+    venv, kernels, env, work = colab(colab_venv, release_repo, tmp_path)
+    lab = json.loads((ROOT / "labs/first_kernel/solutions/first_kernel.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in lab["cells"] if c["cell_type"] == "code"]
+    cells[0] = with_setup_cell(cells[0], [])
+    cells.append("import numba.cuda\n"
+                 "print(numba.cuda.__file__)\n"
+                 "result = check(vector_add)\n"
+                 "assert result.passed and len(result.cases) >= 7, result\n")
+    out = execute(cells, kernels, env, work)
+    assert "Mode: simulator" in out[0] and "Restarting" not in out[0], out[0]
+    assert "numba_cuda" in out[-1], "numba-cuda was not switched on in the kernel that installed it"
+    assert out[-1].count(" pass ") >= 7, out[-1]
+
+    py = venv / "bin/python"
+    source = json.loads(run([py, "-c", "from importlib import metadata; "
+                                       "print(metadata.distribution('gpu-course').read_text('direct_url.json'))"],
+                            env=env, cwd=work).stdout)
+    assert source["url"] == install.REPO_URL and source["vcs_info"]["requested_revision"] == release_tag()
+    versions = run([py, "-c", "import numpy, numba; print(numpy.__version__, numba.__version__)"],
+                   env=env, cwd=work).stdout.split()
+    assert versions == ["2.0.2", "0.60.0"], "the install replaced Colab's numpy or numba"
+    doctor = subprocess.run([py, "-m", "autograder", "doctor"], capture_output=True, text=True, env=env, cwd=work)
+    print(doctor.stdout)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    for line in ("Mode: simulator", "Driver: none found", "CuPy: cupy-cuda12x 13.3.0",
+                 "numba-cuda: active", "Setup is fine."):
+        assert line in doctor.stdout
+
+
+def test_colab_restarts_once_when_numba_cuda_came_too_late(colab_venv, release_repo, tmp_path):
+    """numba's own numba.cuda, imported before the course, cannot be swapped in place: one restart."""
+    venv, kernels, env, work = colab(colab_venv, release_repo, tmp_path)
+    cell = setup_cell()
+    first = "import os\nos.environ['NUMBA_ENABLE_CUDASIM'] = '1'  # as setup() would\nimport numba.cuda"
+    out = execute([first, cell], kernels, env, work, dies=True)
+    assert "numba.cuda was imported before numba-cuda took effect" in out[1], out
+    assert "Restarting the kernel once" in out[1], out
+    out = execute([cell, "import numba.cuda\nprint(numba.cuda.__file__)"], kernels, env, work)
+    assert "Mode: simulator" in out[0] and "numba_cuda" in out[1], out
+
+
+def test_colab_gpu_runtime_gets_the_cuda_12_pieces_without_a_restart(colab_venv, release_repo, tmp_path):
+    """Colab's GPU driver is CUDA 12.x: the cell adds numba-cuda's cu12 pieces beside the preinstalled
+    cupy-cuda12x. No GPU here, so the kernel is told the driver's version; the kernels run simulated."""
+    venv, kernels, env, work = colab(colab_venv, release_repo, tmp_path)
+    told = "import course.install\ncourse.install.driver_cuda_version = lambda: 12040\nMODE = course.setup("
+    cell = setup_cell().replace("MODE = course.setup(", told)
+    out = execute([cell, "import numba.cuda\nprint(numba.cuda.__file__)"], kernels, env, work)
+    assert "for the CUDA 12.4 driver: numba-cuda[cu12]" in out[0] and "no restart needed" in out[0], out[0]
+    assert "numba_cuda" in out[1], out[1]
+    pip = json.loads(run([venv / "bin/python", "-m", "pip", "list", "--format", "json"], env=env, cwd=work).stdout)
+    versions = {p["name"].lower(): p["version"] for p in pip}
+    assert versions["numpy"] == "2.0.2" and versions["numba"] == "0.60.0" and versions["cupy-cuda12x"] == "13.3.0"
+    assert versions["cuda-bindings"].startswith("12.") and versions["cuda-toolkit"].startswith("12.")
+    assert "cupy-cuda13x" not in versions
