@@ -75,16 +75,11 @@ def numba_cuda_finding() -> tuple[str, str | None]:
 
 
 def extras_finding() -> str:
-    """Which of the course's extras are complete here, and what the others lack."""
+    """Which of the course's extras (pip install "gpu-course[EXTRA]") are complete here."""
     base = set(requirements([]))
-    done, partial = [], []
-    for extra in known_extras():
-        missing = unmet([r for r in requirements([extra]) if r not in base])
-        if not missing:
-            done.append(extra)
-        else:
-            partial.append(f"{extra} (lacks {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})")
-    return f"Extras complete: {', '.join(done) or 'none'}" + (f"; incomplete: {'; '.join(partial)}" if partial else "")
+    done = [e for e in known_extras() if not unmet([r for r in requirements([e]) if r not in base])]
+    rest = [e for e in known_extras() if e not in done]
+    return f"Extras complete: {', '.join(done) or 'none'}" + (f"; incomplete: {', '.join(rest)}" if rest else "")
 
 
 def gpu_facts() -> list[str]:

@@ -101,6 +101,36 @@ def test_an_unknown_extra_is_refused():
         install.ensure(["torhc"], verbose=False)
 
 
+def numba_cuda_states(then: str) -> list[str]:
+    """numba_cuda_state() in a fresh Python whose redirector (numba-cuda's .pth) was undone, then after ``then``."""
+    code = ("import sys\nimport _numba_cuda_redirector as r\n"
+            "sys.meta_path.remove(r.finder); del sys.modules['_numba_cuda_redirector']\n"
+            "from course import install\nprint(install.numba_cuda_state())\n"
+            f"{then}\nprint(install.numba_cuda_state())\n")
+    return run([sys.executable, "-c", code], cwd=ROOT).stdout.split()
+
+
+def test_numba_cuda_is_switched_on_in_a_running_python():
+    assert install.numba_cuda_state() == "active"
+    assert numba_cuda_states("install.activate_numba_cuda()") == ["inactive", "active"]
+    assert numba_cuda_states("import numba.cuda") == ["inactive", "shadowed"]  # numba's own, too late to swap
+
+
+def test_doctor_says_whether_cupy_fits_the_driver_and_whether_numba_cuda_is_on(monkeypatch):
+    from course import doctor
+
+    assert "does NOT match the CUDA 12.4 driver" in doctor.cupy_finding({"cupy-cuda13x": "14.0.0"}, 12040, True)
+    assert "cupy-cuda12x 13.3.0, built for CUDA 12: matches the CUDA 13.0" in \
+        doctor.cupy_finding({"cupy-cuda12x": "13.3.0"}, 13000, True)
+    assert "not used in simulator mode" in doctor.cupy_finding({"cupy-cuda12x": "13.3.0"}, None, False)
+    assert doctor.cupy_finding({}, 12040, True) == "CuPy: not installed"
+    line, problem = doctor.numba_cuda_finding()
+    assert line.startswith("numba-cuda: active") and problem is None
+    monkeypatch.setattr(doctor, "numba_cuda_state", lambda: "inactive")
+    line, problem = doctor.numba_cuda_finding()
+    assert "NOT active" in line and ".pth" in problem
+
+
 def needed_extras(nb: dict) -> list[str]:
     """The extras a notebook's code needs, read from what it imports and uses."""
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
