@@ -2,7 +2,7 @@
 notebook needs and the CUDA pieces that fit the driver, and it switches numba-cuda on in the running
 kernel (or restarts it once when it cannot).
 
-The last two tests run that cell in a fresh virtual environment holding Colab's preinstalled versions
+The last three tests run that cell in a fresh virtual environment holding Colab's preinstalled versions
 of numpy, numba and CuPy, with pip's git clone of the release redirected to a tagged copy of this
 working tree. The environment is cached in the temporary directory, keyed by the versions.
 """
