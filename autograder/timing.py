@@ -367,6 +367,8 @@ def time_batches(judge: JudgeGPU, ex, params, pool: list[dict], sets: dict, sub:
             raise
 
     def _one_batch(targets, hold_s):
+        if local:
+            return _one_batch_local(targets)
         seq = next_seq()
         events = {}
         with judge.stream:
@@ -413,6 +415,39 @@ def time_batches(judge: JudgeGPU, ex, params, pool: list[dict], sets: dict, sub:
             errors = {role: t.finish(seq) for role, t, _ in targets}
         judge.stream.synchronize()
         return events, late, errors
+
+    def _one_batch_local(targets):
+        """check(): the learner's calls run in this thread, so the judge's stream must never wait
+        for them. A call that synchronises the device (freeing pinned memory, say) would wait for
+        the judge's stream, which would wait for the rest of the calls. Each target runs with
+        nothing of the judge's pending, timed as launched on the legacy stream, which waits for
+        every blocking stream the learner's libraries use."""
+        seq = next_seq()
+        events, errors = {}, {}
+        null = cp.cuda.Stream.null
+        with judge.stream:
+            prepare()
+            args = {role: _arg_sets(ex, sets, role, values_for) for role, _, _ in targets}
+        for role, t, outs in targets:
+            with judge.stream:
+                if outs is not None:
+                    poison(outs)
+                judge.flush_l2()
+                judge.write_flag(t.flags[0], seq)  # GO: the runner's own wait for it passes at once
+            judge.stream.synchronize()
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            t.queue(args[role], seq, False)
+            start.record(null)
+            t.proc.runner.go_live()
+            end.record(null)
+            errors[role] = t.finish(seq)  # waits for the device
+            bad = None
+            if role == "sub" and base is not None:
+                with judge.stream:
+                    bad = _compare(judge, ex, sets)
+            events[role] = (start, end, end, bad, bad)
+        judge.stream.synchronize()
+        return events, False, errors
 
     def release(targets) -> None:
         """Free the judge's stream if a target died before raising its flags."""
