@@ -601,7 +601,12 @@ class Judge:
             2 * sum(int(np.prod(shape)) * np.dtype(dt).itemsize for _, shape, dt in outs)
         estimate = ex.bytes_moved(params) / (self.gpu.copy_bandwidth() * 1e9)
         want = int(np.ceil(TARGET_BATCH_S / max(estimate, 1e-7)))
-        fit = int(SETS_BUDGET // max(set_bytes, 1))
+        # On a small GPU (16 GB) the sets must leave room for the reference's and the learner's
+        # own memory (in check(), private copies of every set too): a share of what is free now.
+        free = int(self.gpu.cp.cuda.runtime.memGetInfo()[0])
+        fit = int(min(SETS_BUDGET, free // 4) // max(set_bytes, 1))
+        if fit < BATCH:
+            return max(fit, 1)
         return int(np.clip(min(want, fit), BATCH, MAX_CALLS))
 
     # -- policies
