@@ -606,3 +606,26 @@ def test_gpu_memory_faults_fail_the_case(tmp_path, sub, exercise, words):
                str(MEMORY_GPU_BANK / f"{sub}.py"))
     t = _tests(tmp_path, sub)[f"{exercise}:correctness"]
     assert t["score"] == 0 and words in t["output"], t
+
+
+CHECK_A_SYNCHRONISING_CALL = """
+import sys
+from numba import cuda
+from autograder.check import checker
+
+def upload(host, out):  # the memory lab's answer: unpinning at the end synchronises the device
+    with cuda.pinned(host):
+        out.copy_to_device(host)
+
+result = checker("memory")(upload)
+sys.exit(0 if result.passed and result.speed is not None and result.speed.ratio is not None else 1)
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_check_times_a_call_that_synchronises_the_device():
+    """check() runs the learner's calls in the notebook's own thread: a call that waits for the
+    whole device (cudaHostUnregister here) must not wait for a judge's stream that waits for it."""
+    r = subprocess.run([sys.executable, "-c", CHECK_A_SYNCHRONISING_CALL], capture_output=True, text=True,
+                       timeout=300, cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
