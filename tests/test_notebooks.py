@@ -245,7 +245,7 @@ COMPILER = textwrap.dedent('''
                 cuda.compile_ptx(fn, sig, cc=tuple(cc))
                 report[key] = "ok"
             except Exception as e:
-                report[key] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+                report[key] = f"{type(e).__name__}: {' '.join(str(e).split())[:600]}"
     def jit(*args, **kw):
         sig = args[0] if args and isinstance(args[0], str) else kw.get("signature")
         kw.pop("signature", None)
