@@ -132,11 +132,3 @@ def memory_budget(fraction: float = 0.8) -> int:
     free, _total = cuda.current_context().get_memory_info()
     return int(free * fraction)
 
-
-def sm_count() -> int:
-    """Streaming multiprocessors on the current GPU (0 in simulator mode)."""
-    if MODE != "gpu":
-        return 0
-    from numba import cuda
-
-    return cuda.get_current_device().MULTIPROCESSOR_COUNT
