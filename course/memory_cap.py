@@ -3,12 +3,13 @@
 A learner's GPU may be a 16 GB T4 on Colab while ours has 80 or 141 GB. To prove a notebook
 fits, :func:`capped` starts a helper process that allocates all but ``leave`` bytes on every
 GPU and holds them; every library in the notebook (Numba, CuPy, torch) then sees only what is
-left, exactly as on the small card. :class:`PeakMemory` samples ``nvidia-smi`` meanwhile, so
+left, exactly as on the small card. :class:`PeakMemory` samples NVML meanwhile, so
 the stamp can record the most memory a notebook needed.
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import subprocess
 import sys
 import threading
@@ -64,19 +65,59 @@ def capped(leave_bytes: int):
         proc.wait(timeout=60)
 
 
+class _Nvml:
+    """Memory in use on each GPU, read through NVML: no process to start per sample, so sampling
+    does not slow the notebook's own kernel launches (nvidia-smi five times a second did)."""
+
+    class _Memory(ctypes.Structure):
+        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+    def __init__(self):
+        self.lib = ctypes.CDLL("libnvidia-ml.so.1")
+        if self.lib.nvmlInit_v2() != 0:
+            raise OSError("nvmlInit failed")
+        count = ctypes.c_uint()
+        self.lib.nvmlDeviceGetCount_v2(ctypes.byref(count))
+        self.handles = []
+        for i in range(count.value):
+            handle = ctypes.c_void_p()
+            self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle))
+            self.handles.append(handle)
+
+    def used_mib(self) -> list[int]:
+        out = []
+        for handle in self.handles:
+            mem = self._Memory()
+            self.lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem))
+            out.append(mem.used >> 20)
+        return out
+
+    def close(self):
+        self.lib.nvmlShutdown()
+
+
+def _nvidia_smi_used_mib() -> list[int]:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, timeout=30).stdout
+    return [int(v) for v in out.split()]
+
+
 class PeakMemory:
     """Highest memory in use on any GPU while the block runs, in MiB above what was in use at its start."""
 
     def __init__(self, interval_ms: int = 200):
         self.interval_ms = interval_ms
         self.start = self.peak = None
+        self._nvml = None
 
     def _sample(self) -> list[int]:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=30).stdout
-        return [int(v) for v in out.split()]
+        return self._nvml.used_mib() if self._nvml else _nvidia_smi_used_mib()
 
     def __enter__(self):
+        try:
+            self._nvml = _Nvml()
+        except (OSError, AttributeError):
+            self._nvml = None  # no NVML library here: nvidia-smi reads the same counters
         self.start = self._sample()
         self.peak = list(self.start)
         self._stop = threading.Event()
@@ -92,6 +133,8 @@ class PeakMemory:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        if self._nvml:
+            self._nvml.close()
 
     @property
     def used_mib(self) -> int:

@@ -30,7 +30,6 @@ AWAITING_GPU_RUN = {
     "chapters/15_collectives.ipynb": "two GPUs", "chapters/16_parallelism.ipynb": "two GPUs",
     "labs/collectives/solutions/collectives.ipynb": "two GPUs",
     "labs/tensor_parallel/solutions/tensor_parallel.ipynb": "two GPUs",
-    "labs/batching/solutions/batching.ipynb": "its engine model does not fit 15 GB yet",
 }
 
 
