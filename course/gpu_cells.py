@@ -12,6 +12,7 @@ the notebook itself, so Run All works the same in Jupyter, JupyterLab, Colab, nb
 from __future__ import annotations
 
 import ast
+import linecache
 import os
 import re
 from pathlib import PurePosixPath
@@ -60,15 +61,25 @@ def skip_message(gpus_needed: int, what: str, gpus_here: int, notebook: str | No
 def run_body(shell, body: str):
     """Run the cell body in the notebook's namespace; return the last expression's value, as a cell would."""
     source = shell.transform_cell(body)  # so %magics and !commands inside still work
-    tree = ast.parse(source, filename="<gpu cell>")
+    # The source goes into linecache under a name of its own, as IPython does for every cell:
+    # inspect.getsource then finds the functions the cell defines (course.dist ships them to
+    # other processes by their source), and tracebacks show the cell's lines.
+    global _cells_run
+    _cells_run += 1
+    filename = f"<gpu cell {_cells_run}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    tree = ast.parse(source, filename=filename)
     last = None
     shown = not source.rstrip().endswith(";")  # a trailing ";" hides the value, as in any cell
     if shown and tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    exec(compile(tree, "<gpu cell>", "exec"), shell.user_ns)
+    exec(compile(tree, filename, "exec"), shell.user_ns)
     if last is not None:
-        return eval(compile(last, "<gpu cell>", "eval"), shell.user_ns)
+        return eval(compile(last, filename, "eval"), shell.user_ns)
     return None
+
+
+_cells_run = 0
 
 
 def gpu_magic(line: str, cell: str):

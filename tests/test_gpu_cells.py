@@ -73,6 +73,15 @@ def test_with_a_gpu_an_error_in_the_body_is_the_cells_error(shell, monkeypatch):
     assert not result.success and isinstance(result.error_in_exec, ValueError)
 
 
+def test_with_a_gpu_the_source_of_what_the_cell_defines_is_known(shell, monkeypatch):
+    # course.dist ships functions to its worker processes by their source
+    import inspect
+
+    _gpus(monkeypatch, 2)
+    assert shell.run_cell("%%gpu --gpus 2 shipping\ndef ring(rank):\n    return rank + 1").success
+    assert inspect.getsource(shell.user_ns["ring"]) == "def ring(rank):\n    return rank + 1\n"
+
+
 @pytest.mark.gpu
 def test_memory_cap_leaves_only_what_it_says_and_peak_memory_sees_use():
     import cupy as cp
