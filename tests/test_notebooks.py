@@ -24,25 +24,11 @@ def test_there_are_notebooks():
     assert any("chapters" in p.parts for p in NOTEBOOKS) and any("labs" in p.parts for p in NOTEBOOKS)
 
 
-# Notebooks whose code changed after their last GPU run, waiting for one (strict: a fresh run
-# makes the test pass, and then this entry must go). Part IV's need a machine with two GPUs.
-AWAITING_GPU_RUN = {
-    "chapters/15_collectives.ipynb": "two GPUs", "chapters/16_parallelism.ipynb": "two GPUs",
-    "labs/collectives/solutions/collectives.ipynb": "two GPUs",
-    "labs/tensor_parallel/solutions/tensor_parallel.ipynb": "two GPUs",
-}
+def named(paths):
+    return [pytest.param(p, id=str(p.relative_to(ROOT))) for p in paths]
 
 
-def awaiting_gpu_run(path: Path):
-    why = AWAITING_GPU_RUN.get(str(path.relative_to(ROOT)))
-    return [pytest.mark.xfail(strict=True, reason=f"outputs predate the code: needs a GPU run ({why})")] if why else []
-
-
-def with_marks(paths):
-    return [pytest.param(p, marks=awaiting_gpu_run(p), id=str(p.relative_to(ROOT))) for p in paths]
-
-
-@pytest.mark.parametrize("path", with_marks(NOTEBOOKS))
+@pytest.mark.parametrize("path", named(NOTEBOOKS))
 def test_outputs_are_fresh_and_from_a_gpu(path):
     problems = staleness(path)
     assert not problems, "\n".join(problems)
@@ -77,8 +63,7 @@ def unreadable_outputs(nb: dict) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", with_marks(p for p in NOTEBOOKS if "tensor_parallel" in p.parts)
-                         + [p for p in NOTEBOOKS if "tensor_parallel" not in p.parts])
+@pytest.mark.parametrize("path", named(NOTEBOOKS))
 def test_stored_outputs_show_no_paths_warnings_or_tracebacks(path):
     problems = unreadable_outputs(json.loads(path.read_text()))
     assert not problems, "\n".join(problems)

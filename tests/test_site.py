@@ -303,9 +303,7 @@ def test_next_from_a_lab_leads_on_and_its_solution_is_one_deliberate_link_away(b
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("page", [pytest.param(p, marks=[pytest.mark.xfail(
-    strict=True, reason="stored outputs predate the code: needs a run on two GPUs")] if p.endswith("solutions/tensor_parallel") else [])
-    for p in NOTEBOOK_PAGES])
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES)
 def test_outputs_show_no_machine_path_and_no_warning(browser, server, page):
     browser.get(urljoin(server, f"{page}.html"))
     outputs = browser.execute_script("""
