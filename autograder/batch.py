@@ -77,6 +77,9 @@ def grade_all(lab: Lab, paths: list[Path], out_dir: Path, *, simulator: bool, gp
     out_dir.mkdir(parents=True, exist_ok=True)
     names = shard(submission_names(paths), shard_spec)
     record = read_record(out_dir)
+    if shard_spec:
+        index, count = parse_shard(shard_spec)
+        write_record(out_dir, lab, record, shard={"index": index, "count": count, "names": sorted(names)})
     valid = read_results(out_dir, lab, record)
     wanted = sorted(exercises) if exercises else [e.name for e in lab.exercises]
     todo = []

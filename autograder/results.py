@@ -112,8 +112,25 @@ def read_record(out_dir: Path) -> dict:
     return {str(k): v for k, v in subs.items() if isinstance(v, dict)} if isinstance(subs, dict) else {}
 
 
-def write_record(out_dir: Path, lab: Lab, record: dict) -> None:
-    atomic_write(Path(out_dir) / RECORD, json.dumps({"lab": lab.name, "submissions": record}, indent=1))
+def write_record(out_dir: Path, lab: Lab, record: dict, shard: dict | None = None) -> None:
+    """``shard`` (grading with --shard): {"index": I, "count": N, "names": every submission of the
+    shard}, so that a merge can tell a finished shard from a missing or interrupted one."""
+    data = {"lab": lab.name, "submissions": record}
+    if shard is None:
+        shard = read_shard(out_dir)
+    if shard is not None:
+        data["shard"] = shard
+    atomic_write(Path(out_dir) / RECORD, json.dumps(data, indent=1))
+
+
+def read_shard(out_dir: Path) -> dict | None:
+    """What a shard folder's record says about its shard, or None (not a shard, or no record)."""
+    try:
+        data = json.loads((Path(out_dir) / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    shard = data.get("shard") if isinstance(data, dict) else None
+    return shard if isinstance(shard, dict) else None
 
 
 def valid_result(result, lab: Lab) -> bool:
