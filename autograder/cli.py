@@ -115,6 +115,33 @@ def cmd_merge(args) -> int:
     return 0
 
 
+def cmd_gradescope(args) -> int:
+    from .gradescope import build_zip
+
+    try:
+        out = build_zip(_lab(args.lab), Path(args.out), cases=args.hide_cases,
+                        wheelhouse=Path(args.wheelhouse) if args.wheelhouse else None, timeout=args.timeout,
+                        memory_limit_gb=args.memory_limit, speed_from=Path(args.speed_from) if args.speed_from else None)
+    except (ValueError, RuntimeError) as exc:
+        raise SystemExit(f"autograder: {exc}") from None
+    print(f"{out} ({out.stat().st_size / 1e6:.1f} MB): upload it as the assignment's autograder on Gradescope")
+    return 0
+
+
+def cmd_grades(args) -> int:
+    from .roster import LatePolicy, write_lms_grades
+
+    try:
+        policy = LatePolicy.from_args(args.due, args.penalty_per_day, args.grace_minutes, args.max_days_late)
+        report = write_lms_grades(Path(args.dir), _lab(args.lab), Path(args.roster), Path(args.out) if args.out else None,
+                                  policy=policy, submissions=Path(args.submissions) if args.submissions else None,
+                                  times=Path(args.times) if args.times else None, column=args.column)
+    except ValueError as exc:
+        raise SystemExit(f"autograder: {exc}") from None
+    print(report)
+    return 0
+
+
 def cmd_doctor(args) -> int:
     from course.doctor import main
 
@@ -196,6 +223,31 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--out", required=True)
     m.add_argument("shards", nargs="+")
     m.set_defaults(fn=cmd_merge)
+
+    gs = sub.add_parser("gradescope", help="build a Gradescope autograder zip for a lab (grades in the simulator)")
+    gs.add_argument("lab")
+    gs.add_argument("--out", required=True, help="the zip to write")
+    gs.add_argument("--hide-cases", default="visible", choices=["visible", "after_due_date", "after_published", "hidden"],
+                    help="when students see the case lists (the score stays visible)")
+    gs.add_argument("--wheelhouse", help="bundle these wheels (autograder wheelhouse) so setup.sh needs no index")
+    gs.add_argument("--speed-from", help="an `autograder grade` folder from a GPU: bundle its speed results")
+    gs.add_argument("--timeout", type=float, help="seconds per exercise (default: the lab's)")
+    gs.add_argument("--memory-limit", type=float, help="GB of host memory per submission (default: the lab's)")
+    gs.set_defaults(fn=cmd_gradescope)
+
+    gr = sub.add_parser("grades", help="join a graded folder to a roster (Canvas, Gradescope): a CSV for the LMS")
+    gr.add_argument("--lab", required=True)
+    gr.add_argument("--roster", required=True, help="the roster CSV as Canvas or Gradescope exports it")
+    gr.add_argument("--out", help="the CSV to write (default: DIR/grades-roster.csv)")
+    gr.add_argument("--column", help="the grade column's name (default: the lab's name)")
+    gr.add_argument("--due", help="due date and time, ISO 8601 (e.g. 2025-03-01T23:59:00+01:00)")
+    gr.add_argument("--penalty-per-day", type=float, default=0.0, help="percent of the score lost per day late")
+    gr.add_argument("--grace-minutes", type=float, default=0.0, help="minutes after the due time not counted late")
+    gr.add_argument("--max-days-late", type=float, help="later than this: no points")
+    gr.add_argument("--submissions", help="the submitted files: their modification times are the submission times")
+    gr.add_argument("--times", help="a CSV of submission,time (ISO 8601): the submission times")
+    gr.add_argument("dir", help="the folder `autograder grade` wrote")
+    gr.set_defaults(fn=cmd_grades)
 
     d = sub.add_parser("doctor", help="what this machine has for the course, and what is broken")
     d.set_defaults(fn=cmd_doctor)

@@ -39,20 +39,92 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def gradescope_json(res: SubmissionResult) -> dict:
-    tests = []
+# Where the detailed case list of a correctness test shows on Gradescope. "visible": in the test
+# itself; anything else ("after_due_date", "after_published", "hidden"): in a test of its own, of
+# no points, with that visibility, so the score stays visible (a hidden test that carries points
+# hides the total from the student).
+CASE_VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
+
+
+def _md(text: str) -> str:
+    """Text in a Markdown table cell: no pipes or line breaks to break the row."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def case_table(cases: list[str]) -> str:
+    """The case lines the judge writes ("pass n=31 (max abs err 2e-07)", "FAIL n=1023 (...): why")
+    as a Markdown table: Gradescope renders it when the test's output_format is "md"."""
+    rows = ["| case | result | detail |", "|---|---|---|"]
+    for line in cases:
+        verdict, _, rest = line.partition(" ")
+        # the case ends where its detail starts: "n=1023 (max abs err nan): ..." or "n=1: why"
+        cut = min((k for k in (rest.find(" ("), rest.find(": ")) if k >= 0), default=len(rest))
+        case, detail = rest[:cut], rest[cut:].removeprefix(":")
+        shown = "pass" if verdict.lower() == "pass" else "**FAIL**" if verdict.upper() == "FAIL" else _md(verdict)
+        rows.append(f"| {_md(case)} | {shown} | {_md(detail.strip())} |")
+    return "\n".join(rows)
+
+
+def _not_gradable_here(res: SubmissionResult, lab: Lab | None) -> dict[str, str]:
+    """Parts that simulator mode cannot grade, {"exercise/part": why}: an exercise that needs a
+    GPU, and the speed of a kernel (a policy exercise's speed is simulated, so it is graded).
+    They carry no points here; listing them as failed tests would show a red failure for what
+    the student did not get wrong."""
+    if res.mode != "simulator" or lab is None:
+        return {}
+    skipped = {}
     for e in res.exercises:
-        detail = "\n".join(e.cases)
-        tests.append({
-            "name": f"{e.name}: correctness ({e.title})",
-            "score": e.correctness,
-            "max_score": e.max_correctness,
-            "status": "passed" if e.passed else "failed",
-            "output": (e.message + ("\n" + detail if detail else "")).strip(),
-            "visibility": "visible",
-            "extra_data": {"exercise": e.name, "part": "correctness"},
-        })
-        if e.max_speed:
+        try:
+            spec = lab.exercise(e.name)
+        except KeyError:
+            continue
+        if spec.gpu_only and e.score == 0:
+            skipped[f"{e.name}/correctness"] = "needs a GPU"
+            if e.max_speed:
+                skipped[f"{e.name}/speed"] = "needs a GPU"
+        elif e.max_speed and spec.simulate is None and e.speed == 0:
+            skipped[f"{e.name}/speed"] = "kernel speed is timed on a GPU only"
+    return skipped
+
+
+def gradescope_json(res: SubmissionResult, *, cases: str = "visible", lab: Lab | None = None) -> dict:
+    """A submission's result as Gradescope's results.json. ``cases``: the visibility of the
+    detailed case lists (CASE_VISIBILITIES). ``extra_data`` carries what the gradebook and the
+    report read back (exercise, part, timing, flags per test)."""
+    if cases not in CASE_VISIBILITIES:
+        raise ValueError(f"cases visibility must be one of {', '.join(CASE_VISIBILITIES)}, not {cases!r}")
+    if lab is None:
+        from .labs import get_lab
+
+        try:
+            lab = get_lab(res.lab)
+        except KeyError:
+            lab = None
+    skipped = _not_gradable_here(res, lab)
+    tests = []
+    leaderboard = []
+    for i, e in enumerate(res.exercises, 1):
+        table = case_table(e.cases) if e.cases else ""
+        if f"{e.name}/correctness" not in skipped:
+            if table and cases != "visible":
+                failed = sum(1 for c in e.cases if c.upper().startswith("FAIL"))
+                shown = f"{len(e.cases) - failed} of {len(e.cases)} cases passed; the cases are listed " \
+                        f"in test {i}.3 ({cases.replace('_', ' ')})."
+            else:
+                shown = table
+            tests.append({
+                "name": f"{e.name}: correctness ({e.title})",
+                "number": f"{i}.1",
+                "score": e.correctness,
+                "max_score": e.max_correctness,
+                "status": "passed" if e.passed else "failed",
+                "output": (e.message + ("\n\n" + shown if shown else "")).strip(),
+                "output_format": "md",
+                "tags": [e.name, "correctness"],
+                "visibility": "visible",
+                "extra_data": {"exercise": e.name, "part": "correctness"},
+            })
+        if e.max_speed and f"{e.name}/speed" not in skipped:
             t = e.timing or {}
             lines = []
             if t.get("measured"):
@@ -60,6 +132,10 @@ def gradescope_json(res: SubmissionResult) -> dict:
                 if t.get("ratio") is not None:
                     lines.append(f"{t['ratio']:.2f}x the speed of the reference kernel "
                                  f"({t['baseline_median_s'] * 1e6:.1f} us)")
+                    leaderboard += [{"name": f"{e.name} speed ratio", "value": round(float(t["ratio"]), 3),
+                                     "order": "desc"},
+                                    {"name": f"{e.name} time (us)", "value": round(t["median_s"] * 1e6, 2),
+                                     "order": "asc"}]
                 if t.get("gbps") is not None:
                     lines.append(f"{t['gbps']:.0f} GB/s, {t['pct_of_copy']:.0f}% of this GPU's copy bandwidth")
             elif t.get("summary"):  # a policy exercise: the ratio comes from simulation
@@ -69,15 +145,28 @@ def gradescope_json(res: SubmissionResult) -> dict:
             lines += [f"flag: {f}" for f in e.flags]
             tests.append({
                 "name": f"{e.name}: speed",
+                "number": f"{i}.2",
                 "score": e.speed,
                 "max_score": e.max_speed,
                 "status": "passed" if e.speed >= e.max_speed else "failed",
                 "output": "\n".join(lines),
+                "output_format": "text",
+                "tags": [e.name, "speed"],
                 "visibility": "visible",
                 "extra_data": {"exercise": e.name, "part": "speed", "timing": t, "flags": e.flags},
             })
+        if table and cases != "visible" and f"{e.name}/correctness" not in skipped:
+            tests.append({
+                "name": f"{e.name}: the cases", "number": f"{i}.3", "score": 0.0, "max_score": 0.0,
+                "output": table, "output_format": "md", "tags": [e.name, "cases"], "visibility": cases,
+                "extra_data": {"exercise": e.name, "part": "cases"},
+            })
     notes = "".join(f"\n{n}" for n in res.notes)
-    return {
+    if skipped:
+        parts = ", ".join(f"{k.replace('/', ' ')} ({why})" for k, why in skipped.items())
+        notes += (f"\nNot graded here, for want of a GPU: {parts}. These parts are not failures; "
+                  "the course's GPU run grades them.")
+    result = {
         "score": res.score,
         "execution_time": round(res.seconds, 2),
         "output": (res.problem or f"{res.score:g} of {res.max_score:g} points ({res.mode} mode)") + notes,
@@ -85,8 +174,12 @@ def gradescope_json(res: SubmissionResult) -> dict:
         "stdout_visibility": "hidden",
         "tests": tests,
         "extra_data": {"submission": res.submission, "lab": res.lab, "mode": res.mode,
-                       "max_score": res.max_score, "printed_tail": res.log_tail[-2000:], "notes": res.notes},
+                       "max_score": res.max_score, "printed_tail": res.log_tail[-2000:], "notes": res.notes,
+                       "not_graded": skipped},
     }
+    if leaderboard:
+        result["leaderboard"] = leaderboard
+    return result
 
 
 def write_result(out_dir: Path, name: str, res: SubmissionResult) -> None:
