@@ -39,7 +39,7 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
     timeout = timeout or lab.timeout_s
     memory_limit_gb = memory_limit_gb or lab.memory_limit_gb
     work_dir.mkdir(parents=True, exist_ok=True)
-    src = load(path)
+    src = load(path, [e.name for e in lab.exercises])
     wanted = [e for e in lab.exercises if exercises is None or e.name in exercises]
     results = [ExerciseResult(e.name, e.title, e.points, e.speed.points if e.speed else 0.0) for e in wanted]
     mode = "simulator" if simulator else "gpu"
@@ -51,6 +51,8 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
                                 notes=notes)
     static = {}
     for ex in wanted:
+        if ex.name in src.unparsed:
+            continue  # its cell fails to compile, which the runner reports with the line
         used = forbidden_uses(src.code, ex.name, ex.forbidden)
         if used:
             static[ex.name] = "uses calls this exercise forbids: " + ", ".join(used)
@@ -58,7 +60,9 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
         problems = static_problems(src.code, ex.name, ex.forbidden, policy=ex.simulate is not None)
         if problems:
             static[ex.name] = "uses a construct graded code may not use here: " + ", ".join(problems)
-    job = {"lab": lab.name, "code": src.code, "filename": src.filename, "static": static, "seed": seed,
+    if src.ignored:
+        notes.append("left out for grading, as lines only for the notebook: " + "; ".join(src.ignored)[:250])
+    job = {"lab": lab.name, "cells": [c.as_job() for c in src.cells], "static": static, "seed": seed,
            "simulator": simulator, "sanitize": sanitize, "timeout": timeout, "memory_limit_gb": memory_limit_gb,
            "exercises": [e.name for e in wanted], "sandboxed": sandboxed, "slot": slot}
     # Each exercise may take its timeout for the cases and again for timing; plus starting up.

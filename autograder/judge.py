@@ -245,10 +245,10 @@ class Options:
 
 
 class Judge:
-    def __init__(self, lab: Lab, opts: Options, *, code: str = "", filename: str = "submission.py",
+    def __init__(self, lab: Lab, opts: Options, *, cells: list[dict] | None = None,
                  static: dict | None = None, local: dict | None = None, on_line=None) -> None:
         self.lab, self.opts = lab, opts
-        self.code, self.filename = code, filename
+        self.cells = cells or []  # the submission's cells (submission.Cell.as_job), run one by one
         self.static = static or {}
         self.local = local  # {name: function} for check(); None in batch grading
         self.on_line = on_line  # check() prints each case as it is judged
@@ -256,6 +256,7 @@ class Judge:
         self.gpu = None if opts.simulator else judge_gpu()
         self.runners: dict = {}  # group -> RunnerProcess (or LocalProcess)
         self.load_errors: dict = {}
+        self.cell_errors: dict = {}  # group -> the cells that failed in that group's runner
         self.reference: RunnerProcess | None = None
         self.notes: list[str] = []
         self.log_tails: list[str] = []
@@ -275,8 +276,8 @@ class Judge:
         group_ex = [e for e in self.lab.exercises if tuple(sorted(hidden_libraries(e))) == group]
         patterns = sorted({p for e in group_ex for p in rules(e)["deny"]})
         common = [p for p in patterns if all(p in rules(e)["deny"] for e in group_ex)]
-        job = {"mode": "sim" if self.opts.simulator else "gpu", "setup": self.lab.setup, "code": self.code,
-               "filename": self.filename, "libraries": sorted({lib for e in group_ex for lib in libraries(e)}),
+        job = {"mode": "sim" if self.opts.simulator else "gpu", "setup": self.lab.setup, "cells": self.cells,
+               "libraries": sorted({lib for e in group_ex for lib in libraries(e)}),
                "patterns": patterns, "load_rules": {"deny": common, "allow": []},
                "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),
                "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS")}
@@ -293,8 +294,16 @@ class Judge:
             self.load_errors[group] = str(hello.get("error", "your code could not be loaded"))[:4000]
             self._retire(proc)
             raise LoadFailed(self.load_errors[group])
+        self.cell_errors[group] = [e for e in hello.get("cell_errors", []) if isinstance(e, dict)]
         self.runners[group] = proc
         return proc
+
+    def failed_cell(self, ex: Exercise) -> str:
+        """Why this exercise's own cell (or a cell that answers no exercise by name) failed, if it did."""
+        self.runner_for(ex)
+        errors = self.cell_errors.get(tuple(sorted(hidden_libraries(ex))), [])
+        own = [str(e.get("error", ""))[:4000] for e in errors if e.get("exercise") in (ex.name, None)]
+        return "\n".join(own)
 
     def reference_runner(self) -> RunnerProcess:
         if self.reference is None or not self.reference.alive():
@@ -360,6 +369,11 @@ class Judge:
         if self.static.get(ex.name):
             res.message = self.static[ex.name]
             return
+        if self.local is None:
+            failed = self.failed_cell(ex)
+            if failed:
+                res.message = failed
+                return
         proc = self.runner_for(ex)
         rng = np.random.default_rng([self.opts.seed, index])
         cases = [(dict(p), ex.inputs(p, rng)) for p in ex.cases(self.opts.simulator)]
@@ -741,7 +755,7 @@ def main(fd: int) -> None:
     opts = Options(simulator=job["simulator"], seed=int(job["seed"]), timeout=float(job["timeout"]),
                    sanitize=job.get("sanitize"), memory_limit_gb=float(job["memory_limit_gb"]),
                    sandboxed=bool(job["sandboxed"]), slot=int(job.get("slot", 0)))
-    judge = Judge(lab, opts, code=job["code"], filename=job["filename"], static=job.get("static", {}))
+    judge = Judge(lab, opts, cells=job["cells"], static=job.get("static", {}))
     judge_ref.append(judge)
     try:
         results = judge.grade(job.get("exercises"))

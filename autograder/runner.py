@@ -29,6 +29,7 @@ import threading
 
 MAX_IN = 64 << 20  # bytes of one message from the judge (cases can be long lists)
 TEXT = 2000  # characters of an error message sent back
+CELL_NAMES: set[str] = set()  # the submission's cells, as messages name them
 
 
 # --------------------------------------------------------------------------- messages
@@ -84,9 +85,28 @@ def learner_traceback(exc: BaseException, code_ids: set) -> str:
         import linecache
 
         line = linecache.getline(t.tb_frame.f_code.co_filename, t.tb_lineno).strip()
-        lines.append(f"  line {t.tb_lineno}, in {t.tb_frame.f_code.co_name}: {line}")
+        where = t.tb_frame.f_code.co_filename
+        where = f"{where}, " if where in CELL_NAMES else ""
+        lines.append(f"  {where}line {t.tb_lineno}, in {t.tb_frame.f_code.co_name}: {line}")
     head = f"{type(exc).__name__}: {exc}".strip()
     return "\n".join(([head] + lines) if lines else [head])[:TEXT]
+
+
+class FromFailedCell:
+    """Stands for a name that a cell which failed would have defined: using it says which cell to fix."""
+
+    def __init__(self, name: str, cell: str) -> None:
+        self._message = f"{name} is defined in {cell}, which failed (see that exercise's message): fix that cell first"
+
+    def _fail(self, *args, **kwargs):
+        raise NameError(self._message)
+
+    __call__ = __getitem__ = _fail
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        self._fail()
 
 
 # --------------------------------------------------------------------------- the guard
@@ -778,22 +798,45 @@ class Runner:
             engine = types.ModuleType("engine")
             exec(compile(job["engine"], "<lab engine>", "exec"), engine.__dict__)
             self.namespace["engine"] = engine
+        try:
+            exec(compile(job.get("setup", ""), "<lab setup>", "exec"), self.namespace)
+        except BaseException as exc:  # noqa: BLE001 - the lab's own setup: not the learner's fault
+            return {"ok": False, "error": f"the lab's setup failed here: {type(exc).__name__}: {exc}"}
+        # From here on the guards stay on: learner code can run at any time (a destructor, a
+        # thread), and the guards judge the caller, not the moment.
+        GUARD.active = True
+        return {"ok": True, "cell_errors": self.run_cells(job["cells"])}
+
+    def run_cells(self, cells: list[dict]) -> list[dict]:
+        """Run the submission's cells in order, each on its own: a cell that fails is reported
+        (with its line) and the next one runs. What a failed cell would have defined raises, when
+        used, an error that names that cell."""
         import linecache
 
-        linecache.cache[job["filename"]] = (len(job["code"]), None, job["code"].splitlines(True), job["filename"])
-        try:
-            code = compile(job["code"], job["filename"], "exec")
-            GUARD.add_code(code)
-            exec(compile(job.get("setup", ""), "<lab setup>", "exec"), self.namespace)
-            # From here on the guards stay on: learner code can run at any time (a destructor,
-            # a thread), and the guards judge the caller, not the moment.
-            GUARD.active = True
-            exec(code, self.namespace)
-        except SyntaxError as exc:
-            return {"ok": False, "error": f"SyntaxError: {exc.msg} (line {exc.lineno}): {(exc.text or '').strip()}"}
-        except BaseException as exc:  # noqa: BLE001 - any failure is a grade
-            return {"ok": False, "error": "running your code failed: " + learner_traceback(exc, GUARD.code_ids)}
-        return {"ok": True}
+        errors = []
+        for cell in cells:
+            name = cell["filename"]
+            CELL_NAMES.add(name)
+            linecache.cache[name] = (len(cell["code"]), None, cell["code"].splitlines(True), name)
+            try:
+                code = compile(cell["code"], name, "exec")
+            except SyntaxError as exc:
+                line = (exc.text or "").strip()
+                error = f"{name}: SyntaxError at line {exc.lineno}: {exc.msg}" + (f": {line}" if line else "")
+            except ValueError as exc:  # e.g. a null byte in the source
+                error = f"{name} cannot be compiled: {exc}"
+            else:
+                GUARD.add_code(code)
+                try:
+                    exec(code, self.namespace)
+                    continue
+                except BaseException as exc:  # noqa: BLE001 - any failure is a grade
+                    error = f"{name} failed when run: " + learner_traceback(exc, GUARD.code_ids)
+            errors.append({"exercise": cell.get("exercise"), "cell": name, "error": error[:TEXT]})
+            for defined in cell.get("defines", []):
+                if defined not in self.namespace:
+                    self.namespace[defined] = FromFailedCell(defined, name)
+        return errors
 
     # -- arrays
     def build(self, desc: dict, backend: str, private: bool = False):

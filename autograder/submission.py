@@ -9,18 +9,35 @@ from __future__ import annotations
 import ast
 import fnmatch
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ANSWER_KEY = "autograder"
 
 
 @dataclass
-class Source:
+class Cell:
+    """One piece of the submission that runs on its own: a notebook's answer cell, or a part of a
+    .py file between cell markers. A cell that fails costs its own exercise, not the others."""
     code: str
+    filename: str  # what messages call it, e.g. "the answer cell for saxpy"; line numbers count within it
+    exercise: str | None  # the exercise it answers (None: a part of a .py that answers none by name)
+    defines: list[str] = field(default_factory=list)  # its top-level names, so a failure can be traced
+
+    def as_job(self) -> dict:
+        return {"code": self.code, "filename": self.filename, "exercise": self.exercise, "defines": self.defines}
+
+
+@dataclass
+class Source:
+    code: str  # every cell that parses, joined: for the static checks
     filename: str
     answers: dict[str, str]  # exercise name -> its answer cell(s), for per-exercise checks
     problem: str = ""  # why the file could not be read, if it could not
+    cells: list[Cell] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # notebook-only lines left out, for the feedback
+    unparsed: set[str] = field(default_factory=set)  # exercises whose own cell does not parse
 
 
 def answer_of(cell) -> str | None:
@@ -43,37 +60,142 @@ def strip_magics(code: str) -> str:
     return "\n".join(lines)
 
 
-def load(path: Path) -> Source:
+# Lines that only make sense in the learner's notebook: the check() calls, the checker and the
+# course's own setup. Left in an answer cell they would fail in the grader (which has no check);
+# they are left out instead, as a notebook-only line.
+NOTEBOOK_ONLY_CALLS = {"check", "checker", "course.setup", "setup", "display", "plt.show"}
+NOTEBOOK_ONLY_MODULES = {"autograder", "course", "IPython"}
+
+
+def _call_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    return None
+
+
+def _notebook_only(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.Expr):
+        return _call_name(stmt.value) in NOTEBOOK_ONLY_CALLS
+    if isinstance(stmt, ast.Assign):
+        return _call_name(stmt.value) in ("checker", "autograder.checker")
+    if isinstance(stmt, ast.Import):
+        return all(a.name.split(".")[0] in NOTEBOOK_ONLY_MODULES for a in stmt.names)
+    if isinstance(stmt, ast.ImportFrom):
+        return (stmt.module or "").split(".")[0] in NOTEBOOK_ONLY_MODULES and not stmt.level
+    return False
+
+
+def drop_notebook_only(code: str) -> tuple[str, list[str]]:
+    """The code with notebook-only top-level lines replaced by ``pass`` (line numbers stay), and
+    those lines. Code that does not parse is returned as it is: running it reports the error."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return code, []
+    lines = code.split("\n")
+    dropped = []
+    for stmt in tree.body:
+        if _notebook_only(stmt):
+            first, last = stmt.lineno - 1, (stmt.end_lineno or stmt.lineno) - 1
+            dropped.append(lines[first].strip())
+            lines[first] = "pass  # left out for grading (only for the notebook)"
+            for k in range(first + 1, last + 1):
+                lines[k] = ""
+    return "\n".join(lines), dropped
+
+
+_PY_CELL_MARK = ("# %%", "# In[")  # how Jupyter, VS Code and Spyder mark cells in a .py
+
+
+def _py_cells(text: str, filename: str, exercises) -> list[Cell]:
+    """A .py file's parts: split at cell markers where it has them, else the whole file. A part
+    answers the exercise whose function it defines."""
+    parts, current = [], []
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith(_PY_CELL_MARK) and any(x.strip() for x in current):
+            parts.append(current)
+            current = []
+        current.append(line)
+    parts.append(current)
+    if len(parts) == 1:
+        return [Cell(text, filename, None)]
+    cells, line = [], 1
+    for k, part in enumerate(parts, 1):
+        # Blank lines first, so that line numbers in messages are the file's own.
+        code = "\n" * (line - 1) + "".join(part)
+        cells.append(Cell(code, f"{filename} (cell {k}, from line {line})", _answers(code, exercises)))
+        line += len(part)
+    return cells
+
+
+def defined_names(code: str) -> list[str]:
+    """The names a cell defines at top level; for code that does not parse, its lines that
+    start with a def, a class or an assignment."""
+    try:
+        return sorted(_top_level(ast.parse(code)))
+    except (SyntaxError, ValueError):
+        found = re.findall(r"^(?:(?:def|class)\s+(\w+)|(\w+)\s*=[^=])", code, re.M)
+        return sorted({a or b for a, b in found})
+
+
+def _answers(code: str, exercises) -> str | None:
+    """The exercise whose function this code defines (by a top-level def, or failing a parse,
+    by a line that starts with it)."""
+    for name in exercises or ():
+        try:
+            if name in _top_level(ast.parse(code)):
+                return name
+        except (SyntaxError, ValueError):
+            if re.search(rf"^(def\s+{name}\s*\(|{name}\s*=)", code, re.M):
+                return name
+    return None
+
+
+def load(path: Path, exercises=()) -> Source:
+    """The submission's cells. ``exercises`` (names) tells which part of a .py answers which."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is allowed, as Python allows it
     except (OSError, UnicodeDecodeError) as exc:
         return Source("", path.name, {}, f"could not read {path.name}: {exc}")
     if path.suffix == ".py":
-        return Source(text, path.name, {})
-    if path.suffix != ".ipynb":
+        cells = _py_cells(text, path.name, exercises)
+    elif path.suffix != ".ipynb":
         return Source("", path.name, {}, f"{path.name}: submissions must be .ipynb or .py files")
-    try:
-        nb = json.loads(text)
-        cells = nb["cells"]
-        if not isinstance(cells, list):
-            raise TypeError("'cells' is not a list")
-    except (ValueError, KeyError, TypeError, RecursionError) as exc:
-        return Source("", path.name, {}, f"{path.name} is not a valid notebook: {str(exc)[:200]}")
-    parts, answers = [], {}
-    for i, cell in enumerate(cells):
-        name = answer_of(cell)
-        if cell.get("cell_type") != "code" or not name:
-            continue
-        src = cell.get("source", "")
-        src = "".join(x for x in src if isinstance(x, str)) if isinstance(src, list) else str(src)
-        src = strip_magics(src)
-        parts.append(f"# --- answer cell {i} ({name})\n{src}\n")
-        answers[name] = answers.get(name, "") + src + "\n"
-    if not parts:
-        return Source("", path.name, {}, f"{path.name} has no answer cells (were they deleted or copied "
-                                         "into new cells? answers must stay in the marked cells)")
-    return Source("\n".join(parts), path.name, answers)
+    else:
+        try:
+            nb = json.loads(text)
+            raw = nb["cells"]
+            if not isinstance(raw, list):
+                raise TypeError("'cells' is not a list")
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            return Source("", path.name, {}, f"{path.name} is not a valid notebook: {str(exc)[:200]}")
+        cells, seen = [], {}
+        for cell in raw:
+            name = answer_of(cell)
+            if cell.get("cell_type") != "code" or not name:
+                continue
+            src = cell.get("source", "")
+            src = "".join(x for x in src if isinstance(x, str)) if isinstance(src, list) else str(src)
+            seen[name] = seen.get(name, 0) + 1
+            label = f"the answer cell for {name}" + (f" (its part {seen[name]})" if seen[name] > 1 else "")
+            cells.append(Cell(strip_magics(src), label, name))
+        if not cells:
+            return Source("", path.name, {}, f"{path.name} has no answer cells (were they deleted or copied "
+                                             "into new cells? answers must stay in the marked cells)")
+    ignored, parsed, answers, unparsed = [], [], {}, set()
+    for cell in cells:
+        cell.code, dropped = drop_notebook_only(cell.code)
+        cell.defines = defined_names(cell.code)
+        ignored += [f"{cell.filename}: {line}" for line in dropped]
+        try:
+            ast.parse(cell.code)
+            parsed.append(f"# --- {cell.filename}\n{cell.code}\n")
+        except (SyntaxError, ValueError):
+            unparsed.add(cell.exercise)  # reported, with its line, when the cell is run
+        if cell.exercise:
+            answers[cell.exercise] = answers.get(cell.exercise, "") + cell.code + "\n"
+    return Source("\n".join(parsed), path.name, answers, cells=cells, ignored=ignored, unparsed=unparsed)
 
 
 # --------------------------------------------------------------------------- static checks
