@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 from .outcome import ExerciseResult, SubmissionResult
+from .runproc import die_with_parent
 from .spec import Lab
 from .submission import forbidden_uses, load, static_problems
 
@@ -68,8 +70,14 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
     # Each exercise may take its timeout for the cases and again for timing; plus starting up.
     deadline = 120.0 + len(wanted) * (3 * timeout + 60.0)
     tail = ""
+    # The judge's temporary files live here, not in /tmp: what a killed run leaves is removed
+    # when the submission is graded again.
+    scratch = work_dir / ".tmp"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
     try:
-        reply = run_judge(job, gpu=gpu, simulator=simulator, deadline=deadline, log=work_dir / "judge.log")
+        reply = run_judge(job, gpu=gpu, simulator=simulator, deadline=deadline, log=work_dir / "judge.log",
+                          tmp=scratch)
         by_name = {d.get("name"): d for d in reply.get("exercises", []) if isinstance(d, dict)}
         for i, r in enumerate(results):
             if r.name in by_name:
@@ -83,11 +91,14 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
             r.correctness = r.speed = 0.0
             r.passed = False
             r.message = f"the grader failed on this submission: {exc}"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return SubmissionResult(path.name, lab.name, mode, results, time.monotonic() - started, log_tail=tail,
                             notes=notes)
 
 
-def run_judge(job: dict, *, gpu: str | None, simulator: bool, deadline: float, log: Path) -> dict:
+def run_judge(job: dict, *, gpu: str | None, simulator: bool, deadline: float, log: Path,
+              tmp: Path | None = None) -> dict:
     parent, child = socket.socketpair()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_") or k == "AUTOGRADER_BWRAP"}
     env.update(NUMBA_ENABLE_CUDASIM="1" if simulator else "0", PYTHONUNBUFFERED="1",
@@ -97,10 +108,14 @@ def run_judge(job: dict, *, gpu: str | None, simulator: bool, deadline: float, l
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
     with open(log, "ab") as out:
+        # The judge dies with the grader (its runners die with it in turn): killing the grader
+        # leaves nothing running.
         proc = subprocess.Popen([sys.executable, "-m", "autograder.judge", str(child.fileno())],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=[child.fileno()],
-                                env=env, cwd=str(ROOT), start_new_session=True)
+                                env=env, cwd=str(ROOT), start_new_session=True, preexec_fn=die_with_parent)
     child.close()
     try:
         data = json.dumps(job).encode()

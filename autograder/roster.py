@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from .batch import safe_name, submission_names
+from .collect import collect, safe_name, submission_names
 from .results import atomic_write, exercise_scores, read_results
 from .spec import Lab
 
@@ -132,22 +132,23 @@ def _aware(t: datetime) -> datetime:
     return t if t.tzinfo else t.astimezone()
 
 
-def submission_times(submissions: Path | None, times: Path | None) -> dict[str, datetime]:
+def submission_times(submissions: Path | None, times: Path | None, graded=()) -> dict[str, datetime]:
     """Submission name -> when it was submitted: from a CSV (submission, time), else from the
-    files' modification times, named as ``autograder grade`` names them."""
+    files' modification times. Names are the ones ``autograder grade`` gives the same files
+    (``submission_names``); a CSV may give those names (``graded``) or the files' paths."""
     found: dict[str, datetime] = {}
     if submissions is not None:
-        files = [p for p in Path(submissions).iterdir() if p.suffix in (".ipynb", ".py") and p.is_file()]
-        for name, p in submission_names(files).items():
+        for name, p in submission_names(collect([str(submissions)]).files).items():
             found[name] = datetime.fromtimestamp(p.stat().st_mtime).astimezone()
     if times is not None:
         rows = list(csv.reader(io.StringIO(Path(times).read_text(encoding="utf-8-sig"))))
         if rows and not _looks_like_time(rows[0][-1] if rows[0] else ""):
             rows = rows[1:]  # a header
         for row in rows:
-            if len(row) >= 2 and row[0].strip():
-                found[safe_name(Path(row[0].strip()).stem if "." in row[0] else row[0].strip())] = \
-                    parse_time(row[1])
+            given = row[0].strip() if row else ""
+            if len(row) >= 2 and given:
+                name = given if given in graded else next(iter(submission_names([(Path(given), given)])))
+                found[name] = parse_time(row[1])
     return found
 
 
@@ -167,7 +168,7 @@ def write_lms_grades(out_dir: Path, lab: Lab, roster: Path, out: Path | None = N
     results = read_results(out_dir, lab)
     if not results:
         raise ValueError(f"{out_dir}: no graded submissions (run `autograder grade --out {out_dir}` first)")
-    when = submission_times(submissions, times) if (submissions or times) else {}
+    when = submission_times(submissions, times, set(results)) if (submissions or times) else {}
     if policy.due is not None and not when:
         raise ValueError("a late penalty needs submission times: --submissions DIR or --times CSV")
     column = column or lab.name

@@ -116,7 +116,7 @@ class RunnerProcess:
             if sanitize and not trusted:
                 argv = sanitizer_prefix(sanitize) + argv
             fds = [child.fileno()]
-            preexec = _die_with_parent
+            preexec = die_with_parent
             self.tmp = tempfile.TemporaryDirectory(prefix="autograder-")
             cwd = self.tmp.name
             env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_")}
@@ -266,8 +266,9 @@ class RunnerProcess:
         return gone
 
 
-def _die_with_parent() -> None:
-    """In a runner without a sandbox: killed when the judge dies (Linux's parent-death signal)."""
+def die_with_parent() -> None:
+    """Killed when the parent dies (Linux's parent-death signal): a runner without a sandbox
+    when its judge dies, a judge when the grader dies."""
     try:
         import ctypes
 
