@@ -135,7 +135,8 @@ def cmd_grades(args) -> int:
         policy = LatePolicy.from_args(args.due, args.penalty_per_day, args.grace_minutes, args.max_days_late)
         report = write_lms_grades(Path(args.dir), _lab(args.lab), Path(args.roster), Path(args.out) if args.out else None,
                                   policy=policy, submissions=Path(args.submissions) if args.submissions else None,
-                                  times=Path(args.times) if args.times else None, column=args.column)
+                                  times=Path(args.times) if args.times else None, column=args.column,
+                                  grade_only=args.grade_only)
     except ValueError as exc:
         raise SystemExit(f"autograder: {exc}") from None
     print(report)
@@ -240,6 +241,8 @@ def parser() -> argparse.ArgumentParser:
     gr.add_argument("--roster", required=True, help="the roster CSV as Canvas or Gradescope exports it")
     gr.add_argument("--out", help="the CSV to write (default: DIR/grades-roster.csv)")
     gr.add_argument("--column", help="the grade column's name (default: the lab's name)")
+    gr.add_argument("--grade-only", action="store_true",
+                    help="only the roster's columns and the grade (an LMS makes every other column an assignment)")
     gr.add_argument("--due", help="due date and time, ISO 8601 (e.g. 2025-03-01T23:59:00+01:00)")
     gr.add_argument("--penalty-per-day", type=float, default=0.0, help="percent of the score lost per day late")
     gr.add_argument("--grace-minutes", type=float, default=0.0, help="minutes after the due time not counted late")

@@ -162,8 +162,10 @@ def _looks_like_time(text: str) -> bool:
 
 def write_lms_grades(out_dir: Path, lab: Lab, roster: Path, out: Path | None = None, *,
                      policy: LatePolicy = LatePolicy(), submissions: Path | None = None,
-                     times: Path | None = None, column: str | None = None) -> str:
-    """Write the roster with the lab's grade per student; return what the instructor must know."""
+                     times: Path | None = None, column: str | None = None, grade_only: bool = False) -> str:
+    """Write the roster with the lab's grade per student; return what the instructor must know.
+    The grade column comes right after the roster's own; ``grade_only`` leaves out the details
+    (per exercise, lateness, submission), which an LMS such as Canvas would import as assignments."""
     keep, students = read_roster(roster)
     results = read_results(out_dir, lab)
     if not results:
@@ -185,14 +187,17 @@ def write_lms_grades(out_dir: Path, lab: Lab, roster: Path, out: Path | None = N
     exercises = [e.name for e in lab.exercises]
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow([*keep, *exercises, f"{column} (before late penalty)", "days late", "late penalty %", column,
-                "submission", "status"])
+    details = [*exercises, f"{column} (before late penalty)", "days late", "late penalty %", "submission", "status"]
+    w.writerow([*keep, column, *([] if grade_only else details)])
+
+    def write(s: Student, grade: str, values: list) -> None:
+        w.writerow([*(s.row[h] for h in keep), grade, *([] if grade_only else values)])
     several, missing = [], []
     for i, s in enumerate(students):
         subs = theirs.get(i, [])
         if not subs:
             missing.append(s.name)
-            w.writerow([*(s.row[h] for h in keep), *([""] * len(exercises)), "", "", "", "", "", "no submission"])
+            write(s, "", [""] * (len(details) - 1) + ["no submission"])
             continue
         # Several: the latest one counts where times are known, else the best.
         pick = max(subs, key=lambda n: (when[n].timestamp() if n in when else float("-inf"),
@@ -202,9 +207,9 @@ def write_lms_grades(out_dir: Path, lab: Lab, roster: Path, out: Path | None = N
         raw = float(results[pick].get("score", 0))
         pct = policy.penalty_percent(when.get(pick))
         scores = exercise_scores(results[pick])
-        w.writerow([*(s.row[h] for h in keep), *(f"{scores.get(e, 0.0):g}" for e in exercises), f"{raw:g}",
-                    policy.days_late(when.get(pick)), f"{pct:g}", f"{round(raw * (1 - pct / 100), 2):g}", pick,
-                    "graded" if pick in when or policy.due is None else "graded (submission time unknown)"])
+        write(s, f"{round(raw * (1 - pct / 100), 2):g}",
+              [*(f"{scores.get(e, 0.0):g}" for e in exercises), f"{raw:g}", policy.days_late(when.get(pick)),
+               f"{pct:g}", pick, "graded" if pick in when or policy.due is None else "graded (submission time unknown)"])
     out = Path(out) if out else Path(out_dir) / "grades-roster.csv"
     atomic_write(out, buf.getvalue())
     lines = [f"{out}: {len(students)} students, {len(students) - len(missing)} with a graded submission"]
