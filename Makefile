@@ -56,3 +56,11 @@ wheelhouse: setup
 
 clean:
 	rm -rf _build $(VENV)
+
+# Slurm: a one-node cluster on this machine (as root; installs slurm-wlm and munge), and its tests.
+.PHONY: slurm-local slurm-test
+slurm-local:
+	bash autograder/slurm/local-cluster.sh
+
+slurm-test: setup
+	$(BIN)/python -m pytest -p no:randomly -q tests/test_slurm.py

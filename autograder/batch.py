@@ -1,6 +1,7 @@
 """Grade a folder of submissions: resumable, one worker per GPU, shardable for Slurm."""
 from __future__ import annotations
 
+import json
 import queue
 import re
 import secrets
@@ -12,7 +13,8 @@ from pathlib import Path
 
 from .grade import grade_submission
 from .outcome import ExerciseResult, SubmissionResult
-from .results import digest, read_record, read_results, write_gradebook, write_record, write_result
+from .results import (RECORD, digest, read_record, read_results, read_shard, write_gradebook, write_record,
+                      write_result)
 from .spec import Lab
 
 
@@ -135,13 +137,32 @@ def _failed(lab: Lab, path: Path, exercises, simulator: bool, message: str) -> S
     return SubmissionResult(path.name, lab.name, "simulator" if simulator else "gpu", res, 0.0, message)
 
 
-def merge(shard_dirs: list[Path], out_dir: Path, lab: Lab) -> Path:
-    """Combine shards' results into one folder and one gradebook."""
+class MergeError(ValueError):
+    """A merge refused: one line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def merge(shard_dirs: list[Path], out_dir: Path, lab: Lab, *,
+          allow_partial: bool = False) -> tuple[Path, list[str]]:
+    """Combine shards' results into one folder and one gradebook: (grades.csv, what is missing).
+
+    Only a complete set is merged: shards 0..N-1 of one N, of this lab, each with a valid
+    results.json for every submission its record names. Otherwise MergeError, and nothing is
+    written. ``allow_partial`` merges what is graded and returns what is missing instead (a
+    shard from another lab or another run, or one given twice, is refused even then)."""
+    take, gaps, errors = check_shards(shard_dirs, out_dir, lab)
+    if errors or (gaps and not allow_partial):
+        raise MergeError(errors + gaps)
+    if not any(take.values()):
+        raise MergeError(gaps + ["no shard has a graded submission: nothing to merge"])
     out_dir.mkdir(parents=True, exist_ok=True)
     record = read_record(out_dir)
-    for d in shard_dirs:
+    for d, names in take.items():
         shard_record = read_record(d)
-        for name in read_results(d, lab, shard_record):
+        for name in names:
             target = out_dir / name
             if target.resolve() != (d / name).resolve():
                 tmp = out_dir / f".{name}.merging"
@@ -151,4 +172,103 @@ def merge(shard_dirs: list[Path], out_dir: Path, lab: Lab) -> Path:
                 tmp.rename(target)
             record[name] = shard_record[name]
     write_record(out_dir, lab, record)
-    return write_gradebook(out_dir, lab)
+    return write_gradebook(out_dir, lab), gaps
+
+
+def _names(names: list[str], most: int = 10) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _record_lab(folder: Path) -> str | None:
+    """The lab a grading folder's record names (read_record gives only its submissions)."""
+    try:
+        data = json.loads((folder / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get("lab") if isinstance(data, dict) else None
+
+
+def check_shards(shard_dirs: list[Path], out_dir: Path, lab: Lab) -> tuple[dict[Path, list[str]], list[str], list[str]]:
+    """What merge takes from each shard folder, and what stands in its way: (take, gaps, errors).
+    gaps: missing shards and ungraded submissions (a partial merge can leave them out);
+    errors: what no merge can go on with."""
+    gaps: list[str] = []
+    errors: list[str] = []
+    shards: list[tuple[Path, int, int, list[str]]] = []
+    for d in shard_dirs:
+        if not d.is_dir():
+            gaps.append(f"{d}: no such folder (its task never ran, or the path is wrong)")
+            continue
+        recorded = _record_lab(d)
+        if recorded is None:
+            gaps.append(f"{d}: no grader record ({RECORD}) in it: its task never started grading")
+            continue
+        if recorded != lab.name:
+            errors.append(f"{d}: graded for lab {recorded!r}, not {lab.name!r}")
+            continue
+        s = read_shard(d)
+        if s is None:
+            errors.append(f"{d}: not a shard (graded without --shard I/N), so merge cannot tell whether it is "
+                          f"complete")
+            continue
+        index, count, names = s.get("index"), s.get("count"), s.get("names")
+        if not (isinstance(index, int) and isinstance(count, int) and 0 <= index < count
+                and isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            errors.append(f"{d}: its record's shard entry is malformed: {s!r}")
+            continue
+        shards.append((d, index, count, names))
+
+    counts = sorted({c for _, _, c, _ in shards})
+    if len(counts) > 1:
+        errors.append("the shards come from runs of different shard counts: "
+                      + ", ".join(f"{d} is {i}/{c}" for d, i, c, _ in shards))
+    elif counts:
+        n = counts[0]
+        by_index: dict[int, list[Path]] = {}
+        for d, i, _, _ in shards:
+            by_index.setdefault(i, []).append(d)
+        for i, ds in sorted(by_index.items()):
+            if len(ds) > 1:
+                errors.append(f"shard {i}/{n} given {len(ds)} times: {', '.join(map(str, ds))}")
+        absent = [str(i) for i in range(n) if i not in by_index]
+        if absent:
+            gaps.append(f"shard{'s' if len(absent) > 1 else ''} {', '.join(absent)} of 0..{n - 1} missing: "
+                        f"no folder of {'them' if len(absent) > 1 else 'it'} given")
+        owner: dict[str, Path] = {}
+        for d, i, _, names in shards:
+            for name in names:
+                if name in owner and owner[name] != d:
+                    errors.append(f"submission {name} is in two shards, {owner[name]} and {d}: "
+                                  f"the shards come from different runs")
+                owner.setdefault(name, d)
+        if not absent and not errors:
+            # Each shard must hold what sharding the union would give it: else they were graded
+            # from different submissions (folders of two runs mixed).
+            everyone = dict.fromkeys(owner)
+            for d, i, _, names in shards:
+                if sorted(names) != sorted(shard(everyone, f"{i}/{n}")):
+                    errors.append(f"{d}: shard {i}/{n} of other submissions than the other shards "
+                                  f"(graded from another submissions folder?)")
+
+    take: dict[Path, list[str]] = {}
+    out = out_dir.resolve()
+    shard_paths = {d.resolve() for d, *_ in shards}
+    if out in shard_paths:
+        errors.append(f"--out {out_dir} is one of the shards: merge into another folder")
+    elif (out / RECORD).exists() and _record_lab(out) not in (None, lab.name):
+        errors.append(f"--out {out_dir} holds grades of lab {_record_lab(out)!r}, not {lab.name!r}")
+    for d, i, n, names in shards:
+        record = read_record(d)
+        graded = read_results(d, lab, [name for name in names if name in record])
+        missing = [name for name in names if name not in graded]
+        if missing:
+            gaps.append(f"{d} (shard {i}/{n}): {len(missing)} of {len(names)} submissions not graded: "
+                        f"{_names(missing)} (its task was interrupted or is still running: run it again, "
+                        f"grading resumes, then merge)")
+        for name in graded:
+            target = (out / name).resolve()
+            if any(target == p or target in p.parents for p in shard_paths):
+                errors.append(f"submission {name} would overwrite the shard folder {target}: "
+                              f"merge into another folder")
+        take[d] = sorted(graded)
+    return take, gaps, errors

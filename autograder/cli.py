@@ -109,10 +109,112 @@ def cmd_report(args) -> int:
 
 
 def cmd_merge(args) -> int:
-    from .batch import merge
+    from .batch import MergeError, merge
 
-    print(merge([Path(d) for d in args.shards], Path(args.out), _lab(args.lab)))
+    try:
+        book, gaps = merge([Path(d) for d in args.shards], Path(args.out), _lab(args.lab),
+                           allow_partial=args.allow_partial)
+    except MergeError as exc:
+        partial = "" if args.allow_partial else "\n(--allow-partial merges what is graded, leaving the rest out)"
+        raise SystemExit("autograder: merge refused, nothing written:\n" + "\n".join(f"  {p}" for p in exc.problems)
+                         + partial) from None
+    for gap in gaps:
+        print(f"warning: partial merge, left out: {gap}", file=sys.stderr)
+    print(book)
     return 0
+
+
+def _sinfo(partition: str | None, field: str) -> list[str] | None:
+    """One field of every node (sinfo -o), or None where sinfo cannot tell."""
+    import subprocess
+
+    cmd = ["sinfo", "-h", "-N", "-o", field] + (["-p", partition] if partition else [])
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.split() if r.returncode == 0 and r.stdout.strip() else None
+
+
+def cmd_slurm(args) -> int:
+    import re
+    import shlex
+    import subprocess
+
+    lab = _lab(args.lab)
+    subs, out = Path(args.submissions).resolve(), Path(args.out).resolve()
+    if not subs.exists():
+        raise SystemExit(f"autograder: no such submissions: {args.submissions}")
+    if args.shards < 1:
+        raise SystemExit("autograder: --shards must be 1 or more")
+    grade = list(args.grade_options)
+    if any(re.match(r"--(shard|out|lab)(=|$)", g) for g in grade):
+        raise SystemExit("autograder: --lab, --out and --shard are the job's to set, not grade options")
+    # Check the grade options here rather than in N job logs; a stray positional would be
+    # taken for a submission.
+    parsed = parser().parse_args(["grade", "--lab", lab.name, "--out", str(out), *grade, str(subs)])
+    if parsed.submissions != [str(subs)]:
+        raise SystemExit(f"autograder: give grade options after --, as options: {grade}")
+    stale = sorted(p.name for p in out.glob("shard-*") if re.fullmatch(r"shard-(\d+)", p.name)
+                   and int(p.name[6:]) >= args.shards)
+    if stale:
+        raise SystemExit(f"autograder: {out} holds {', '.join(stale)} of an earlier run with more shards: "
+                         "merge would refuse the mix; remove them or use another --out")
+
+    gpus = args.gpus_per_task
+    if gpus is None:  # what the cluster has: a --gres=gpu request is refused where no node has one
+        gres = _sinfo(args.partition, "%G")
+        if gres is None:
+            raise SystemExit("autograder: sinfo cannot tell whether the cluster has GPUs: "
+                             "pass --gpus-per-task 1 (or 0 to grade in the simulator)")
+        gpus = 1 if any("gpu" in g for g in gres) else 0
+        print(f"GPUs per task: {gpus} (the nodes' gres: {', '.join(sorted(set(gres)))}; "
+              f"--gpus-per-task overrides)", file=sys.stderr)
+    cpus = args.cpus_per_task
+    if cpus is None:  # the judge and the runner side by side; fewer on nodes that have fewer
+        counts = [int(c) for c in _sinfo(args.partition, "%c") or [] if c.isdigit()]
+        cpus = min(2, max(counts)) if counts else 2
+    if gpus == 0 and "--simulator" not in grade:
+        grade.append("--simulator")  # no GPU allocated: a node's GPUs are not this job's to use
+    elif gpus > 1 and not any(g.startswith("--gpus") for g in grade):
+        grade += ["--gpus", ",".join(map(str, range(gpus)))]  # Slurm numbers the allocated GPUs from 0
+
+    venv = args.venv if args.venv is not None else (sys.prefix if sys.prefix != sys.base_prefix else "")
+    export = "ALL"
+    if venv:
+        venv = str(Path(venv).resolve())
+        if not (Path(venv) / "bin" / "activate").is_file():
+            raise SystemExit(f"autograder: --venv {venv}: no virtual environment there (no bin/activate)")
+        if "," in venv:
+            raise SystemExit(f"autograder: --venv {venv}: sbatch --export cannot pass a path with a comma")
+        export += f",AUTOGRADER_VENV={venv}"
+    script = Path(__file__).resolve().parent / "slurm" / "grade_array.sbatch"
+    cmd = ["sbatch", "--parsable", f"--array=0-{args.shards - 1}", f"--cpus-per-task={cpus}",
+           f"--output={out}/shard-%a/slurm-%A_%a.log", f"--export={export}"]
+    cmd += [f"--gres=gpu:{gpus}"] if gpus else []
+    cmd += [f"--partition={args.partition}"] if args.partition else []
+    cmd += ["--wait"] if args.wait else []
+    cmd += (args.sbatch or []) + [str(script), lab.name, str(subs), str(out), *grade]
+    merge_cmd = f"autograder merge --lab {lab.name} --out {shlex.quote(str(out))} {shlex.quote(str(out))}/shard-*"
+    if args.dry_run:
+        print(shlex.join(cmd))
+        return 0
+    for i in range(args.shards):  # Slurm writes each task's log here, and does not make folders
+        (out / f"shard-{i}").mkdir(parents=True, exist_ok=True)
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    except OSError as exc:
+        raise SystemExit(f"autograder: cannot run sbatch: {exc}") from None
+    job = r.stdout.strip().split(";")[0]
+    if not job:
+        raise SystemExit(f"autograder: sbatch refused the job (exit {r.returncode}): {shlex.join(cmd)}")
+    print(f"job array {job}: {args.shards} shard(s), {gpus} GPU(s) and {cpus} CPU(s) per task; "
+          f"logs: {out}/shard-I/slurm-{job}_I.log")
+    if args.wait and r.returncode != 0:
+        print(f"autograder: a task of job {job} failed (exit {r.returncode}): see its log", file=sys.stderr)
+        return r.returncode
+    print(("Merge: " if args.wait else f"When it has finished (squeue -j {job} lists nothing), merge: ") + merge_cmd)
+    return r.returncode
 
 
 def cmd_gradescope(args) -> int:
@@ -222,8 +324,29 @@ def parser() -> argparse.ArgumentParser:
     m = sub.add_parser("merge", help="merge shard folders into one gradebook")
     m.add_argument("--lab", required=True)
     m.add_argument("--out", required=True)
+    m.add_argument("--allow-partial", action="store_true",
+                   help="merge what is graded when shards or submissions are missing (and list them)")
     m.add_argument("shards", nargs="+")
     m.set_defaults(fn=cmd_merge)
+
+    sl = sub.add_parser("slurm", help="grade on a Slurm cluster: submit a job array of shards, then merge",
+                        usage="autograder slurm --lab LAB --out OUT --shards N [options] SUBMISSIONS [-- GRADE OPTIONS]")
+    sl.add_argument("--lab", required=True)
+    sl.add_argument("--out", required=True, help="folder for the shards (OUT/shard-I) and the merged gradebook")
+    sl.add_argument("--shards", type=int, required=True, help="array tasks, one shard of the submissions each")
+    sl.add_argument("--gpus-per-task", type=int, choices=range(0, 17), metavar="G",
+                    help="GPUs per task (0: grade in the simulator); default: 1 if sinfo shows GPU gres, else 0")
+    sl.add_argument("--cpus-per-task", type=int, help="default 2, or fewer where no node has 2")
+    sl.add_argument("--partition", help="the Slurm partition")
+    sl.add_argument("--venv", help="the virtual environment the job activates (a path the nodes see; "
+                                   "default: this autograder's, '' for none)")
+    sl.add_argument("--sbatch", action="append", metavar="OPT",
+                    help="one more sbatch option, e.g. --sbatch=--time=1:00:00 (repeatable)")
+    sl.add_argument("--wait", action="store_true", help="wait for every task to finish (sbatch --wait)")
+    sl.add_argument("--dry-run", action="store_true", help="print the sbatch command, submit nothing")
+    sl.add_argument("submissions", help="a folder of submissions (or one file)")
+    sl.add_argument("grade_options", nargs="*", help="after --: options of autograder grade, e.g. --seed S")
+    sl.set_defaults(fn=cmd_slurm)
 
     gs = sub.add_parser("gradescope", help="build a Gradescope autograder zip for a lab (grades in the simulator)")
     gs.add_argument("lab")
