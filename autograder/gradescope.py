@@ -28,7 +28,8 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from .results import CASE_VISIBILITIES, atomic_write, gradescope_json, read_record, read_results
+from .results import (CASE_VISIBILITIES, NOT_GRADED, atomic_write, gradescope_json, not_graded_note,
+                      read_record, read_results)
 from .spec import Lab
 
 ROOT_ENV = "AUTOGRADER_ROOT"
@@ -254,8 +255,9 @@ def _merge_speed(result: dict, speed: list[dict]) -> dict:
                       {"name": f"{ex} time (us)", "value": round(timing["median_s"] * 1e6, 2), "order": "asc"}]
     if board:
         result["leaderboard"] = board
-    result["output"] = re.sub(r"\nNot graded here, for want of a GPU: .*", "", result["output"], flags=re.S)
-    result["output"] += f"\nSpeed: from the course's GPU run of this same file ({len(added)} exercise(s))."
+    lines = [line for line in result["output"].split("\n") if not line.startswith(NOT_GRADED)]
+    result["output"] = "\n".join(lines) + not_graded_note(result["extra_data"]["not_graded"]) + \
+        f"\nSpeed: from the course's GPU run of this same file ({len(added)} exercise(s))."
     return result
 
 

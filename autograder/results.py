@@ -87,6 +87,17 @@ def _not_gradable_here(res: SubmissionResult, lab: Lab | None) -> dict[str, str]
     return skipped
 
 
+def not_graded_note(skipped: dict[str, str]) -> str:
+    """The line of a result's output that names the parts left out for want of a GPU."""
+    if not skipped:
+        return ""
+    parts = ", ".join(f"{k.replace('/', ' ')} ({why})" for k, why in skipped.items())
+    return f"\n{NOT_GRADED}{parts}. These parts are not failures; the course's GPU run grades them."
+
+
+NOT_GRADED = "Not graded here, for want of a GPU: "
+
+
 def gradescope_json(res: SubmissionResult, *, cases: str = "visible", lab: Lab | None = None) -> dict:
     """A submission's result as Gradescope's results.json. ``cases``: the visibility of the
     detailed case lists (CASE_VISIBILITIES). ``extra_data`` carries what the gradebook and the
@@ -161,11 +172,7 @@ def gradescope_json(res: SubmissionResult, *, cases: str = "visible", lab: Lab |
                 "output": table, "output_format": "md", "tags": [e.name, "cases"], "visibility": cases,
                 "extra_data": {"exercise": e.name, "part": "cases"},
             })
-    notes = "".join(f"\n{n}" for n in res.notes)
-    if skipped:
-        parts = ", ".join(f"{k.replace('/', ' ')} ({why})" for k, why in skipped.items())
-        notes += (f"\nNot graded here, for want of a GPU: {parts}. These parts are not failures; "
-                  "the course's GPU run grades them.")
+    notes = "".join(f"\n{n}" for n in res.notes) + not_graded_note(skipped)
     result = {
         "score": res.score,
         "execution_time": round(res.seconds, 2),

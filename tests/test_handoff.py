@@ -319,6 +319,8 @@ def test_speed_from_the_gpu_run_reaches_gradescope_for_the_same_file_only(graded
     assert same["score"] == sum(EXPECTED["correct"].values()) + 1.5
     assert {"name": "vector_add speed ratio", "value": 1.5, "order": "desc"} in same["leaderboard"]
     assert "from the course's GPU run" in same["output"]
+    note = next(line for line in same["output"].splitlines() if line.startswith("Not graded here"))
+    assert "vector_add_cupy correctness" in note and "vector_add speed" not in note, note
     (root / "submission" / "first_kernel.py").write_bytes((subs / "jane.doe.py").read_bytes() + b"\n# edited\n")
     other = gradescope.run(root)
     assert not any(t["tags"][1] == "speed" for t in other["tests"]) and "leaderboard" not in other
