@@ -188,7 +188,8 @@ def build_zip(lab: Lab, out: Path, *, cases: str = "visible", wheelhouse: Path |
 # --------------------------------------------------------------------------- inside Gradescope
 def find_submission(folder: Path, lab: Lab) -> tuple[Path | None, str]:
     """The file to grade, and a note for the student (which file, or why none)."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".ipynb", ".py")
+    files = sorted(p for p in folder.rglob("*")
+                   if p.is_file() and not p.is_symlink() and p.suffix in (".ipynb", ".py")
                    and not any(part.startswith(".") or part == "__MACOSX" for part in p.relative_to(folder).parts))
     if not files:
         seen = sorted(p.name for p in folder.rglob("*") if p.is_file())[:10] if folder.is_dir() else []
