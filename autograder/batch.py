@@ -1,39 +1,26 @@
 """Grade a folder of submissions: resumable, one worker per GPU, shardable for Slurm."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
+import os
 import queue
-import re
 import secrets
+import socket
 import shutil
 import sys
 import threading
 import time
 from pathlib import Path
 
+from .collect import submission_names
 from .grade import grade_submission
 from .outcome import ExerciseResult, SubmissionResult
-from .results import (RECORD, digest, read_record, read_results, read_shard, write_gradebook, write_record,
-                      write_result)
+from .results import (RECORD, atomic_write, digest, read_record, read_results, read_shard, write_gradebook,
+                      write_record, write_result)
 from .spec import Lab
-
-
-def safe_name(stem: str) -> str:
-    """A folder name from a file's stem: letters, digits, '-' and '_' only (no dots, so no
-    '..' and no name of the grader's own files, such as grades.csv)."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_-")[:80] or "submission"
-
-
-def submission_names(paths: list[Path]) -> dict[str, Path]:
-    """A folder name per submission: the file's stem, made unique and filesystem-safe."""
-    names: dict[str, Path] = {}
-    for p in sorted(paths):
-        base = safe_name(p.stem)
-        name, k = base, 2
-        while name in names:
-            name, k = f"{base}-{k}", k + 1
-        names[name] = p
-    return names
 
 
 def parse_shard(spec: str) -> tuple[int, int]:
@@ -47,10 +34,59 @@ def parse_shard(spec: str) -> tuple[int, int]:
 
 
 def shard(names: dict[str, Path], spec: str | None) -> dict[str, Path]:
+    """The submissions of shard I of N, by a hash of each name: a submission stays in its shard
+    when others are added or removed."""
     if not spec:
         return names
     index, count = parse_shard(spec)
-    return {n: p for i, (n, p) in enumerate(sorted(names.items())) if i % count == index}
+    return {n: p for n, p in names.items() if int(hashlib.sha256(n.encode()).hexdigest()[:12], 16) % count == index}
+
+
+class OutputProblem(Exception):
+    """The output folder cannot take the results: said before any grading starts."""
+
+
+# Room needed before grading starts: each submission's results and logs take a few hundred kB.
+MIN_FREE_BYTES = 50 << 20
+FREE_BYTES_PER_SUBMISSION = 2 << 20
+
+
+@contextlib.contextmanager
+def output_folder(out_dir: Path, submissions: int):
+    """Check that ``out_dir`` can be written and has room, and hold it for this run only: a
+    second grader on the same folder is refused (the lock goes with the process, even killed)."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / ".autograder-write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise OutputProblem(f"cannot write to the output folder {out_dir}: {exc.strerror or exc}") from None
+    need = MIN_FREE_BYTES + FREE_BYTES_PER_SUBMISSION * submissions
+    free = shutil.disk_usage(out_dir).free
+    if free < need:
+        raise OutputProblem(f"the disk of {out_dir} has {free / 2**20:.0f} MiB free; grading {submissions} "
+                            f"submission(s) needs about {need / 2**20:.0f} MiB")
+    lock = open(out_dir / LOCK, "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        holder = lock.read().strip() or "another process"
+        lock.close()
+        raise OutputProblem(f"another autograder ({holder}) is grading into {out_dir}; wait for it, or use "
+                            "another --out") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()} on {socket.gethostname()}")
+    lock.flush()
+    try:
+        yield
+    finally:
+        lock.close()  # releases the lock
+
+
+LOCK = ".autograder.lock"
 
 
 class Progress:
@@ -71,24 +107,43 @@ class Progress:
             self.stream.flush()
 
 
-def grade_all(lab: Lab, paths: list[Path], out_dir: Path, *, simulator: bool, gpus: list[str | None],
+def grade_all(lab: Lab, files, out_dir: Path, *, simulator: bool, gpus: list[str | None],
               force: bool = False, seed: int | None = None, sanitize: str | None = None,
               shard_spec: str | None = None, quiet: bool = False,
               timeout: float | None = None, exercises: list[str] | None = None,
               memory_limit_gb: float | None = None, sandboxed: bool = True) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    names = shard(submission_names(paths), shard_spec)
+    """Grade ``files`` (paths, or (path, path as given) pairs) into ``out_dir``; return grades.csv.
+
+    Resumable: a submission is graded again only if its content, where it came from, the
+    grader (its code and the lab's) or the mode changed, or an exercise asked for is missing.
+    Grading some exercises keeps the results of the others, where those are still valid."""
+    sources = {Path(f[0]) if isinstance(f, tuple) else Path(f): (f[1] if isinstance(f, tuple) else Path(f).name)
+               for f in files}
+    names = shard(submission_names([(p, rel) for p, rel in sources.items()]), shard_spec)
+    with output_folder(out_dir, len(names)):
+        return _grade_all(lab, names, sources, out_dir, simulator=simulator, gpus=gpus, force=force, seed=seed,
+                          sanitize=sanitize, shard_spec=shard_spec, quiet=quiet, timeout=timeout,
+                          exercises=exercises, memory_limit_gb=memory_limit_gb, sandboxed=sandboxed)
+
+
+def _grade_all(lab, names, sources, out_dir, *, simulator, gpus, force, seed, sanitize, shard_spec, quiet, timeout,
+               exercises, memory_limit_gb, sandboxed) -> Path:
     record = read_record(out_dir)
     if shard_spec:
         index, count = parse_shard(shard_spec)
         write_record(out_dir, lab, record, shard={"index": index, "count": count, "names": sorted(names)})
     valid = read_results(out_dir, lab, record)
     wanted = sorted(exercises) if exercises else [e.name for e in lab.exercises]
-    todo = []
+    mode = "simulator" if simulator else "gpu"
+    order = {e.name: i for i, e in enumerate(lab.exercises)}
+    graded_by = grader_fingerprint(lab)
+    todo, kept = [], {}
     digests = {n: digest(p) for n, p in names.items()}
     for n, p in names.items():
         r = record.get(n, {})
-        same = r.get("sha256") == digests[n] and r.get("source") == p.name and n in valid
+        same = (r.get("sha256") == digests[n] and r.get("source") == sources[p] and r.get("grader") == graded_by
+                and r.get("mode", mode) == mode and n in valid)
+        kept[n] = read_exercises(out_dir / n) if same else {}
         covered = set(wanted) <= set(r.get("exercises") or [])
         if force or not (same and covered):
             todo.append((n, p))
@@ -101,9 +156,10 @@ def grade_all(lab: Lab, paths: list[Path], out_dir: Path, *, simulator: bool, gp
     for item in todo:
         jobs.put(item)
     book_lock = threading.Lock()
+    stopped: list[str] = []
 
     def run(slot: int, gpu: str | None) -> None:
-        while True:
+        while not stopped:
             try:
                 name, path = jobs.get_nowait()
             except queue.Empty:
@@ -113,14 +169,26 @@ def grade_all(lab: Lab, paths: list[Path], out_dir: Path, *, simulator: bool, gp
                 res = grade_submission(lab, path, seed=seed, simulator=simulator, gpu=gpu, work_dir=work,
                                        sanitize=sanitize, timeout=timeout, exercises=exercises,
                                        memory_limit_gb=memory_limit_gb, sandboxed=sandboxed, slot=slot)
+            except OSError as exc:  # the output folder failed under us (a full disk): stop, keep what is done
+                stopped.append(f"could not write the results of {name}: {exc.strerror or exc}")
+                return
             except Exception as exc:  # noqa: BLE001 - a grader bug costs this submission, not the batch
                 res = _failed(lab, path, exercises, simulator, f"the grader failed on this submission: "
                                                                f"{type(exc).__name__}: {exc}")
-            write_result(out_dir, name, res)
-            with book_lock:
-                record[name] = {"source": path.name, "sha256": digests[name], "exercises": wanted}
-                write_record(out_dir, lab, record)
-                write_gradebook(out_dir, lab)
+            res.submission = sources[path]
+            earlier = {k: v for k, v in kept[name].items() if k not in {e.name for e in res.exercises}}
+            res.exercises = sorted(res.exercises + list(earlier.values()), key=lambda e: order[e.name])
+            try:
+                write_exercises(work, res.exercises)
+                write_result(out_dir, name, res)
+                with book_lock:
+                    record[name] = {"source": sources[path], "sha256": digests[name], "grader": graded_by,
+                                    "mode": mode, "exercises": sorted(e.name for e in res.exercises)}
+                    write_record(out_dir, lab, record)
+                    write_gradebook(out_dir, lab)
+            except OSError as exc:
+                stopped.append(f"could not write the results of {name}: {exc.strerror or exc}")
+                return
             progress.step(f"{name}: {res.score:g}/{res.max_score:g}")
 
     threads = [threading.Thread(target=run, args=(i, g), daemon=True) for i, g in enumerate(gpus)]
@@ -128,7 +196,40 @@ def grade_all(lab: Lab, paths: list[Path], out_dir: Path, *, simulator: bool, gp
         t.start()
     for t in threads:
         t.join()
+    if stopped:
+        raise OutputProblem(f"grading stopped: {stopped[0]}. What was graded before is kept: make room and run "
+                            "the same command again to go on")
     return write_gradebook(out_dir, lab)
+
+
+EXERCISES_FILE = "exercises.json"
+
+
+def write_exercises(work: Path, results: list[ExerciseResult]) -> None:
+    """Each exercise's result, so that grading other exercises later keeps it."""
+    atomic_write(work / EXERCISES_FILE, json.dumps([e.as_dict() for e in results]))
+
+
+def read_exercises(work: Path) -> dict[str, ExerciseResult]:
+    try:
+        data = json.loads((work / EXERCISES_FILE).read_text())
+        out = {}
+        for d in data:
+            template = ExerciseResult(d["name"], str(d.get("title", "")), float(d["max_correctness"]),
+                                      float(d["max_speed"]))
+            out[d["name"]] = ExerciseResult.checked(d, template)
+        return out
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def grader_fingerprint(lab: Lab) -> str:
+    """The grader's code and the course code its labs use: a change to either regrades."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(lab.name.encode())
+    for path in sorted(list((root / "autograder").rglob("*.py")) + list((root / "course").rglob("*.py"))):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _failed(lab: Lab, path: Path, exercises, simulator: bool, message: str) -> SubmissionResult:

@@ -8,19 +8,24 @@ import time
 from pathlib import Path
 
 
-def _submissions(items: list[str]) -> list[Path]:
-    paths: list[Path] = []
-    for item in items:
-        p = Path(item)
-        if p.is_dir():
-            paths += sorted(q for q in p.iterdir() if q.suffix in (".ipynb", ".py") and q.is_file())
-        elif p.exists():
-            paths.append(p)
-        else:
-            raise SystemExit(f"autograder: no such submission: {item}")
-    if not paths:
+def _submissions(items: list[str], quiet: bool = False):
+    """The submission files among ``items`` (folders searched to any depth), as (path, path as
+    given) pairs; what was skipped, and why, is said on stderr."""
+    from .collect import collect
+
+    try:
+        found = collect(items)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"autograder: {exc}") from None
+    if found.skipped and not quiet:
+        print(f"skipped {len(found.skipped)} file(s) that are not submissions:", file=sys.stderr)
+        for line in found.skipped[:20]:
+            print(f"  {line}", file=sys.stderr)
+        if len(found.skipped) > 20:
+            print(f"  ... and {len(found.skipped) - 20} more", file=sys.stderr)
+    if not found.files:
         raise SystemExit("autograder: no submissions (.ipynb or .py) given")
-    return paths
+    return found.files
 
 
 def _lab(name: str):
@@ -35,7 +40,7 @@ def _lab(name: str):
 def cmd_grade(args) -> int:
     from course.device import gpu_present
 
-    from .batch import grade_all
+    from .batch import OutputProblem, grade_all
 
     lab = _lab(args.lab)
     for name in args.exercise or []:
@@ -43,7 +48,7 @@ def cmd_grade(args) -> int:
             lab.exercise(name)
         except KeyError as exc:
             raise SystemExit(f"autograder: {exc.args[0]}") from None
-    paths = _submissions(args.submissions)
+    paths = _submissions(args.submissions, args.quiet)
     simulator = args.simulator or not gpu_present()
     gpus: list[str | None] = [g.strip() for g in args.gpus.split(",")] if args.gpus else [None]
     if simulator and not args.quiet:
@@ -80,7 +85,7 @@ def cmd_grade(args) -> int:
                          seed=args.seed, sanitize=args.sanitize, shard_spec=args.shard, quiet=args.quiet,
                          timeout=args.timeout, exercises=args.exercise, memory_limit_gb=args.memory_limit,
                          sandboxed=sandboxed)
-    except ValueError as exc:
+    except (ValueError, OutputProblem) as exc:
         raise SystemExit(f"autograder: {exc}") from None
     if not args.quiet:
         print(f"gradebook: {book} ({time.monotonic() - started:.1f} s)")

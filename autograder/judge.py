@@ -19,6 +19,7 @@ learner's functions called directly.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -257,9 +258,19 @@ class Judge:
         self.runners: dict = {}  # group -> RunnerProcess (or LocalProcess)
         self.load_errors: dict = {}
         self.cell_errors: dict = {}  # group -> the cells that failed in that group's runner
+        self.phases: dict[str, float] = {}  # seconds per part of the grading, for judge.log
         self.reference: RunnerProcess | None = None
         self.notes: list[str] = []
         self.log_tails: list[str] = []
+
+    @contextlib.contextmanager
+    def clock(self, phase: str):
+        """Add the block's wall time to ``phase`` (where a submission's grading time goes)."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[phase] = self.phases.get(phase, 0.0) + time.monotonic() - t0
 
     # -- runners
     def runner_for(self, ex: Exercise):
@@ -281,15 +292,16 @@ class Judge:
                "patterns": patterns, "load_rules": {"deny": common, "allow": []},
                "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),
                "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS")}
-        proc = RunnerProcess(job, simulator=self.opts.simulator, sandboxed=self.opts.sandboxed, slot=self.opts.slot,
-                             memory_limit_gb=self.opts.memory_limit_gb, hidden=hidden_libraries(ex),
-                             sanitize=self.opts.sanitize)
-        try:
-            hello = proc.receive(self.opts.timeout)
-        except RunnerFailed as exc:
-            self.load_errors[group] = "loading your code failed: " + str(exc)
-            self._retire(proc)
-            raise LoadFailed(self.load_errors[group]) from None
+        with self.clock("start the runner and load the code"):
+            proc = RunnerProcess(job, simulator=self.opts.simulator, sandboxed=self.opts.sandboxed,
+                                 slot=self.opts.slot, memory_limit_gb=self.opts.memory_limit_gb,
+                                 hidden=hidden_libraries(ex), sanitize=self.opts.sanitize)
+            try:
+                hello = proc.receive(self.opts.timeout)
+            except RunnerFailed as exc:
+                self.load_errors[group] = "loading your code failed: " + str(exc)
+                self._retire(proc)
+                raise LoadFailed(self.load_errors[group]) from None
         if not hello.get("ok"):
             self.load_errors[group] = str(hello.get("error", "your code could not be loaded"))[:4000]
             self._retire(proc)
@@ -309,9 +321,10 @@ class Judge:
         if self.reference is None or not self.reference.alive():
             job = {"mode": "sim" if self.opts.simulator else "gpu", "trusted": self.lab.name,
                    "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS")}
-            proc = RunnerProcess(job, simulator=self.opts.simulator, sandboxed=False, trusted=True,
-                                 memory_limit_gb=max(self.opts.memory_limit_gb, 32.0))
-            hello = proc.receive(max(self.opts.timeout, 120.0))
+            with self.clock("start the reference"):
+                proc = RunnerProcess(job, simulator=self.opts.simulator, sandboxed=False, trusted=True,
+                                     memory_limit_gb=max(self.opts.memory_limit_gb, 32.0))
+                hello = proc.receive(max(self.opts.timeout, 120.0))
             if not hello.get("ok"):
                 raise RuntimeError(f"the reference could not be loaded: {hello.get('error')}")
             self.reference = proc
@@ -385,7 +398,8 @@ class Judge:
         sanitize_mark = proc.log.mark() if proc.log is not None else 0
         for params, inputs in cases:
             try:
-                outputs, after, faults = self.run_case(proc, ex, params, inputs)
+                with self.clock(f"{ex.name}: correctness cases"):
+                    outputs, after, faults = self.run_case(proc, ex, params, inputs)
             except CaseFailed as exc:
                 res.message = f"{exc} on case {describe(params)}"
                 res.cases.append(f"FAIL {describe(params)}: {exc}")
@@ -413,7 +427,8 @@ class Judge:
         res.correctness = ex.points if res.passed else 0.0
         res.message = f"all {len(cases)} cases correct" if res.passed else f"{n_ok} of {len(cases)} cases correct"
         if res.passed and ex.speed is not None and not self.opts.simulator and not self.opts.sanitize:
-            speed = self.time(ex, proc, index)
+            with self.clock(f"{ex.name}: timing"):
+                speed = self.time(ex, proc, index)
             score_speed(ex, speed, res)
 
     # -- one correctness case
@@ -757,10 +772,22 @@ def main(fd: int) -> None:
                    sandboxed=bool(job["sandboxed"]), slot=int(job.get("slot", 0)))
     judge = Judge(lab, opts, cells=job["cells"], static=job.get("static", {}))
     judge_ref.append(judge)
+    profile = None
+    if os.environ.get("GRADER_PROFILE"):  # a file for cProfile's statistics of this judge
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
+    started = time.monotonic()
     try:
         results = judge.grade(job.get("exercises"))
     finally:
         judge.close()
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(os.environ["GRADER_PROFILE"])
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in judge.phases.items())
+    print(f"graded in {time.monotonic() - started:.1f} s: {phases}", file=sys.stderr, flush=True)
     tail = "\n".join(t for t in judge.log_tails if t)[-4000:]
     _send(sock, {"exercises": [r.as_dict() for r in results], "log_tail": tail, "notes": judge.notes})
 

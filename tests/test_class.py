@@ -142,3 +142,143 @@ def test_the_class_grades_with_partial_credit(graded, sub):
         assert words in said[ex], (sub, ex, said[ex])
     if "_notes" in want:
         assert want["_notes"] in said["_result"], said["_result"]
+
+
+# --------------------------------------------------------------------------- an instructor's night
+def grade(out: Path, *items, check=True, extra=()) -> subprocess.CompletedProcess:
+    return autograder("grade", "--lab", "first_kernel", "--simulator", "--seed", "7", "--exercise", "vector_add",
+                      "--out", str(out), *extra, *map(str, items), check=check)
+
+
+def record(out: Path) -> dict:
+    return json.loads((out / ".autograder.json").read_text())["submissions"]
+
+
+BANK = ROOT / "tests" / "submissions" / "first_kernel"
+
+
+def test_sections_keep_their_names_and_a_fixed_resubmission_is_regraded(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for section, file in (("sec1", "correct.py"), ("sec2", "wrong_index.py")):
+        (subs / section).mkdir(parents=True)
+        (subs / section / "mallory.py").write_bytes((BANK / file).read_bytes())
+    (subs / "sec1" / ".ipynb_checkpoints").mkdir()
+    (subs / "sec1" / ".ipynb_checkpoints" / "mallory-checkpoint.py").write_text("x = 1\n")
+    r = grade(out, subs)
+    assert "mallory-checkpoint.py: hidden" in r.stderr  # skipped, and said
+    assert {n: v["source"] for n, v in record(out).items()} == {"sec1__mallory": "sec1/mallory.py",
+                                                                "sec2__mallory": "sec2/mallory.py"}
+    assert [book(out)[n]["vector_add"] for n in ("sec1__mallory", "sec2__mallory")] == ["2", "0"]
+    # sec2's mallory fixes her kernel and resubmits under the same name: regraded, sec1 is not.
+    (subs / "sec2" / "mallory.py").write_bytes((BANK / "correct.py").read_bytes())
+    r = grade(out, subs)
+    assert "skipping 1 already graded" in r.stderr
+    assert book(out)["sec2__mallory"]["vector_add"] == "2"
+    # A section added later is graded, not matched to another section's result.
+    (subs / "sec3").mkdir()
+    (subs / "sec3" / "mallory.py").write_bytes((BANK / "off_by_one.py").read_bytes())
+    grade(out, subs)
+    assert book(out)["sec3__mallory"]["vector_add"] == "0" and len(book(out)) == 3
+
+
+def test_an_exercise_graded_alone_then_the_rest(tmp_path):
+    out = tmp_path / "out"
+    grade(out, BANK / "correct.py")
+    assert record(out)["correct"]["exercises"] == ["vector_add"]
+    r = autograder("grade", "--lab", "first_kernel", "--simulator", "--seed", "7", "--exercise", "saxpy",
+                   "--out", str(out), str(BANK / "correct.py"))
+    assert "skipping" not in r.stderr  # saxpy was never graded: not "already graded"
+    row = book(out)["correct"]
+    assert (row["vector_add"], row["saxpy"]) == ("2", "2"), row  # vector_add's result is kept
+    assert record(out)["correct"]["exercises"] == ["saxpy", "vector_add"]
+
+
+def test_a_second_grader_on_the_same_folder_is_refused(tmp_path):
+    import fcntl
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".autograder.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("pid 1 on grader-1")
+        held.flush()
+        r = grade(out, BANK / "correct.py", check=False)
+    assert r.returncode != 0 and "another autograder (pid 1 on grader-1) is grading into" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (out / "correct").exists()
+
+
+@pytest.mark.parametrize("problem", ["out_is_a_file", "full_disk"])
+def test_an_output_folder_that_cannot_take_results_is_said_before_grading(tmp_path, problem, monkeypatch):
+    from autograder import batch
+
+    if problem == "out_is_a_file":
+        (tmp_path / "file").write_text("")
+        r = grade(tmp_path / "file" / "out", BANK / "correct.py", check=False)
+        assert r.returncode != 0 and "cannot write to the output folder" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    else:
+        monkeypatch.setattr(batch.shutil, "disk_usage", lambda p: type("U", (), {"free": 10 << 20})())
+        with pytest.raises(batch.OutputProblem, match="has 10 MiB free"):
+            with batch.output_folder(tmp_path / "out", 200):
+                pass
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid``, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            found.add(c)
+            todo.append(c)
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for p in pids:
+        try:
+            state = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.add(p)
+    return alive
+
+
+def test_kill_9_then_resume_gives_the_uninterrupted_gradebook(tmp_path):
+    import os
+    import signal
+    import time
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for f in ("correct.py", "infinite_loop.py", "wrong_index.py", "off_by_one.py", "partial_write.py"):
+        (subs / f).write_bytes((BANK / f).read_bytes())
+    whole = tmp_path / "whole"
+    grade(whole, subs, extra=("--timeout", "5"))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "autograder", "grade", "--lab", "first_kernel", "--simulator", "--seed", "7",
+           "--exercise", "vector_add", "--timeout", "5", "--out", str(out), str(subs)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out / ".autograder.json").exists():
+        time.sleep(0.2)
+    time.sleep(1.0)  # into the next submission (an endless loop): its judge and runner are running
+    below = _descendants(proc.pid)
+    assert below, "the grader had no judge running when it was killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 3  # at once: not when the submission's timeout runs out
+    while _alive(below) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(below), f"processes left running after the grader was killed: {_alive(below)}"
+    grade(out, subs, extra=("--timeout", "5"))  # resume
+    assert book(out) == book(whole)
+    assert not list(out.rglob(".tmp")), "temporary folders left behind"
