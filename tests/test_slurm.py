@@ -66,7 +66,7 @@ def run_script(env: dict, subs: Path, out: Path, *grade: str, wait: bool = True)
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """The same submissions graded once by one process and once as the array's three tasks,
-    all at the same time (as a cluster would); then merged."""
+    all at the same time, as a cluster would run them."""
     if VENV is None:
         pytest.skip("needs the course's virtual environment (the script activates it)")
     tmp = tmp_path_factory.mktemp("slurm")
@@ -206,10 +206,21 @@ def test_merge_refuses_shards_of_another_lab_or_run(graded, tmp_path):
     refused([graded[0] / "single"], tmp_path, "not a shard")
 
 
-def test_merge_refuses_an_out_folder_a_submission_would_overwrite(graded, tmp_path):
+def test_merge_refuses_to_write_over_a_shard(graded, tmp_path):
     s = shard_copies(graded, tmp_path)
     r = autograder("merge", "--lab", "first_kernel", "--out", s[0], *s, check=False)
     assert r.returncode != 0 and "is one of the shards" in r.stderr, r.stderr
+    # Merging into the shards' parent (as autograder slurm does), a submission named like a
+    # shard folder would replace that shard.
+    i = next(k for k in range(SHARDS) if gradebook(s[k]))
+    victim = sorted(gradebook(s[i]))[0]
+    other = s[(i + 1) % SHARDS].name
+    (s[i] / victim).rename(s[i] / other)
+    edit_record(s[i], lambda d: (d["submissions"].__setitem__(other, d["submissions"].pop(victim)),
+                                 d["shard"].__setitem__("names", [other if n == victim else n for n in d["shard"]["names"]])))
+    r = autograder("merge", "--lab", "first_kernel", "--out", tmp_path, *s, check=False)
+    assert r.returncode != 0 and f"submission {other} would overwrite the shard folder" in r.stderr, r.stderr
+    assert not (tmp_path / "grades.csv").exists()
 
 
 def fake_tools(tmp_path, gres: str, cpus: str) -> dict:
