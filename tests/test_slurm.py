@@ -276,7 +276,8 @@ def _cluster() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"Slurm does not answer: {exc}"
     if ping.returncode != 0 or "UP" not in ping.stdout:
-        return f"no slurmctld answers (scontrol ping: {(ping.stdout + ping.stderr).strip()})"
+        said = (ping.stdout + ping.stderr).strip().splitlines()
+        return f"no slurmctld answers (scontrol ping: {said[0] if said else ping.returncode})"
     if not any(s.startswith(("idle", "mix")) for s in nodes.stdout.split()):
         return f"no node takes jobs (sinfo states: {nodes.stdout.split()})"
     return None
