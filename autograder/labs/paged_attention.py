@@ -9,7 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..spec import NO_HOST_MATH, Exercise, Lab, Out, Speed
+from ..spec import NO_HOST_MATH, Exercise, Lab, Out, Speed, standard_normal
 
 BLOCK = 16     # tokens per page (vLLM's default block size)
 MAX_D = 128    # the contract's largest head size (shared arrays need constant shapes)
@@ -30,7 +30,7 @@ def half(rng: np.random.Generator, shape, offset=None, scale=None) -> np.ndarray
     """float16 data with a random offset and scale, made in float32 (large pools stay fast)."""
     offset = rng.uniform(-4.0, 4.0) if offset is None else offset
     scale = 10.0 ** rng.uniform(-1.0, 1.5) if scale is None else scale
-    x = rng.standard_normal(shape, dtype=np.float32)
+    x = standard_normal(rng, shape)
     x *= scale
     x += offset
     return x.astype(np.float16)

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..spec import Exercise, Lab, NO_HOST_MATH, Out, SCALARS, Speed, awkward_1d, uniform
+from ..spec import Exercise, Lab, NO_HOST_MATH, Out, SCALARS, Speed, awkward_1d, standard_normal, uniform
 
 # Exercise 1 is about the tree in shared memory: no atomics.
 NO_ATOMICS = NO_HOST_MATH + ("numba.cuda.atomic.*",)
@@ -50,7 +50,7 @@ def _offset_inputs(p, rng):
     """scale * (1 + z / 2), z standard normal: mostly one sign, so |sum| ~ sum |x|; the sign of
     the whole array and its scale are random."""
     scale = 10.0 ** rng.uniform(-1.0, 1.5) * (1.0 if rng.random() < 0.5 else -1.0)
-    x = rng.standard_normal(p["n"], dtype=np.float32)
+    x = standard_normal(rng, p["n"])
     x *= np.float32(0.5)
     x += np.float32(1.0)
     x *= np.float32(scale)
@@ -70,7 +70,7 @@ def _mv_inputs(p, rng):
     """Mean `shift` standard deviations away from zero: large shifts defeat E[x^2] - E[x]^2."""
     scale = 10.0 ** rng.uniform(-1.0, 1.0)
     offset = p["shift"] * scale * (1.0 if rng.random() < 0.5 else -1.0)
-    x = rng.standard_normal(p["n"], dtype=np.float32)
+    x = standard_normal(rng, p["n"])
     x *= np.float32(scale)
     x += np.float32(offset)
     return {"x": x}

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..spec import Exercise, Lab, Out, Speed, uniform
+from ..spec import Exercise, Lab, Out, Speed, standard_normal, uniform
 
 # No real collectives: the ranks are simulated, and their sum is what an all-reduce would do.
 NO_COLLECTIVES = ("torch.distributed.*",)
@@ -20,13 +20,13 @@ NO_COLLECTIVES = ("torch.distributed.*",)
 def weight(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     """An nn.Linear weight (out_features, in_features) drawn as course.llm draws them: normal
     with standard deviation 1/sqrt(fan-in), so activations stay of order one."""
-    w = rng.standard_normal((rows, cols), dtype=np.float32)
+    w = standard_normal(rng, (rows, cols))
     w *= np.float32(1.0 / math.sqrt(cols))
     return w
 
 
 def normal(rng: np.random.Generator, shape) -> np.ndarray:
-    return rng.standard_normal(shape, dtype=np.float32)
+    return standard_normal(rng, shape)
 
 
 # --------------------------------------------------------------------------- cases
