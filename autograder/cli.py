@@ -107,8 +107,17 @@ def cmd_release(args) -> int:
 
 def cmd_report(args) -> int:
     from .report import write_report
+    from .results import RECORD
 
-    for path in write_report(Path(args.dir), _lab(args.lab)):
+    folder = Path(args.dir)
+    if not (folder / RECORD).is_file():
+        raise SystemExit(f"autograder: {folder} is not a folder `autograder grade` wrote (no {RECORD} in it): "
+                         "give the --out folder of a grading run")
+    try:
+        paths = write_report(folder, _lab(args.lab))
+    except OSError as exc:
+        raise SystemExit(f"autograder: cannot write the report into {folder}: {exc.strerror or exc}") from None
+    for path in paths:
         print(path)
     return 0
 

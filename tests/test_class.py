@@ -282,3 +282,8 @@ def test_kill_9_then_resume_gives_the_uninterrupted_gradebook(tmp_path):
     grade(out, subs, extra=("--timeout", "5"))  # resume
     assert book(out) == book(whole)
     assert not list(out.rglob(".tmp")), "temporary folders left behind"
+
+
+def test_a_report_of_a_folder_that_was_never_graded_says_so(tmp_path):
+    r = autograder("report", "--lab", "first_kernel", str(tmp_path / "nowhere"), check=False)
+    assert r.returncode != 0 and "is not a folder `autograder grade` wrote" in r.stderr and "Traceback" not in r.stderr
