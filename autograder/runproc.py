@@ -24,6 +24,7 @@ from . import sandbox
 
 MAX_REPLY = 1 << 20  # bytes of one message from a runner: messages and flags, never data
 OUTPUT_LIMIT = 2 << 20  # bytes of printing before the runner is stopped
+RSS_EVERY_S = 0.05  # how often the host memory of a runner's processes is summed
 TAIL = 64 << 10  # bytes of printing kept for the learner to see
 SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGABRT: "abort", signal.SIGKILL: "killed",
            signal.SIGBUS: "bus error", signal.SIGFPE: "floating-point exception"}
@@ -84,6 +85,8 @@ class OutputLog:
 
 class RunnerProcess:
     """One runner: ``job`` is its first message (what to load)."""
+
+    _rss_checked = 0.0  # when the memory of its processes was last summed (time.monotonic)
 
     def __init__(self, job: dict, *, simulator: bool, sandboxed: bool, slot: int = 0,
                  memory_limit_gb: float = 16.0, hidden: dict | None = None, trusted: bool = False,
@@ -191,9 +194,14 @@ class RunnerProcess:
         if self.log.total > OUTPUT_LIMIT:
             self.kill()
             raise RunnerFailed(f"your code printed more than {OUTPUT_LIMIT >> 20} MB; stopped")
-        if self.tree.rss_gb() > self.memory_limit_gb:
-            self.kill()
-            raise RunnerFailed(f"your code used more than {self.memory_limit_gb:g} GB of host memory; stopped")
+        now = time.monotonic()
+        # The memory of the whole process tree, from /proc: as often as while waiting on a call
+        # (every 50 ms), not on every one of a policy's thousands of quick calls.
+        if now - self._rss_checked >= RSS_EVERY_S:
+            self._rss_checked = now
+            if self.tree.rss_gb() > self.memory_limit_gb:
+                self.kill()
+                raise RunnerFailed(f"your code used more than {self.memory_limit_gb:g} GB of host memory; stopped")
         if time.monotonic() > deadline:
             self.kill()
             raise RunnerFailed(f"did not finish within {timeout:.0f} s (an endless loop, "
