@@ -139,16 +139,9 @@ def defined_names(code: str) -> list[str]:
 
 
 def _answers(code: str, exercises) -> str | None:
-    """The exercise whose function this code defines (by a top-level def, or failing a parse,
-    by a line that starts with it)."""
-    for name in exercises or ():
-        try:
-            if name in _top_level(ast.parse(code)):
-                return name
-        except (SyntaxError, ValueError):
-            if re.search(rf"^(def\s+{name}\s*\(|{name}\s*=)", code, re.M):
-                return name
-    return None
+    """The exercise whose function this code defines at top level."""
+    defined = set(defined_names(code))
+    return next((name for name in exercises or () if name in defined), None)
 
 
 def load(path: Path, exercises=()) -> Source:

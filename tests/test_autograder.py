@@ -29,10 +29,12 @@ SEED = "12345"
 GPU_MODE = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0")  # the root conftest decides
 
 
-def autograder(*args, check=True) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "autograder", *args], capture_output=True, text=True, cwd=ROOT)
+def autograder(*args, check=True, **kw) -> subprocess.CompletedProcess:
+    """The command line, as an instructor runs it (other test files use it too)."""
+    r = subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], capture_output=True, text=True,
+                       cwd=ROOT, **kw)
     if check and r.returncode != 0:
-        raise AssertionError(f"autograder {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        raise AssertionError(f"autograder {' '.join(map(str, args))} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
     return r
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import codecs
 import copy
-import csv
 import json
 import subprocess
 import sys
@@ -17,18 +16,12 @@ from pathlib import Path
 import pytest
 
 from autograder.submission import answer_of
+from test_autograder import autograder, gradebook
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "labs" / "first_kernel" / "solutions" / "first_kernel.ipynb"
 RELEASE = ROOT / "labs" / "first_kernel" / "first_kernel.ipynb"
 EXERCISES = ("vector_add", "saxpy")
-
-
-def autograder(*args, check=True) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "autograder", *args], capture_output=True, text=True, cwd=ROOT)
-    if check and r.returncode != 0:
-        raise AssertionError(f"autograder {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 def answer_source(nb: dict, exercise: str) -> str:
@@ -116,11 +109,6 @@ def graded(tmp_path_factory):
     return out, expected
 
 
-def book(out: Path) -> dict[str, dict]:
-    with open(out / "grades.csv", newline="") as f:
-        return {row["submission"]: row for row in csv.DictReader(f)}
-
-
 def messages(out: Path, sub: str) -> dict[str, str]:
     result = json.loads((out / sub / "results.json").read_text())
     said: dict[str, str] = {}
@@ -134,7 +122,7 @@ def messages(out: Path, sub: str) -> dict[str, str]:
                                  "runtime_error", "helper_in_broken_cell", "bom", "cells"])
 def test_the_class_grades_with_partial_credit(graded, sub):
     out, expected = graded
-    want, row = expected[sub], book(out)[sub]
+    want, row = expected[sub], gradebook(out)[sub]
     for ex in EXERCISES:
         assert float(row[ex]) == want[ex], (sub, ex, row, messages(out, sub).get(ex))
     said = messages(out, sub)
@@ -168,17 +156,17 @@ def test_sections_keep_their_names_and_a_fixed_resubmission_is_regraded(tmp_path
     assert "mallory-checkpoint.py: hidden" in r.stderr  # skipped, and said
     assert {n: v["source"] for n, v in record(out).items()} == {"sec1__mallory": "sec1/mallory.py",
                                                                 "sec2__mallory": "sec2/mallory.py"}
-    assert [book(out)[n]["vector_add"] for n in ("sec1__mallory", "sec2__mallory")] == ["2", "0"]
+    assert [gradebook(out)[n]["vector_add"] for n in ("sec1__mallory", "sec2__mallory")] == ["2", "0"]
     # sec2's mallory fixes her kernel and resubmits under the same name: regraded, sec1 is not.
     (subs / "sec2" / "mallory.py").write_bytes((BANK / "correct.py").read_bytes())
     r = grade(out, subs)
     assert "skipping 1 already graded" in r.stderr
-    assert book(out)["sec2__mallory"]["vector_add"] == "2"
+    assert gradebook(out)["sec2__mallory"]["vector_add"] == "2"
     # A section added later is graded, not matched to another section's result.
     (subs / "sec3").mkdir()
     (subs / "sec3" / "mallory.py").write_bytes((BANK / "off_by_one.py").read_bytes())
     grade(out, subs)
-    assert book(out)["sec3__mallory"]["vector_add"] == "0" and len(book(out)) == 3
+    assert gradebook(out)["sec3__mallory"]["vector_add"] == "0" and len(gradebook(out)) == 3
 
 
 def test_an_exercise_graded_alone_then_the_rest(tmp_path):
@@ -188,7 +176,7 @@ def test_an_exercise_graded_alone_then_the_rest(tmp_path):
     r = autograder("grade", "--lab", "first_kernel", "--simulator", "--seed", "7", "--exercise", "saxpy",
                    "--out", str(out), str(BANK / "correct.py"))
     assert "skipping" not in r.stderr  # saxpy was never graded: not "already graded"
-    row = book(out)["correct"]
+    row = gradebook(out)["correct"]
     assert (row["vector_add"], row["saxpy"]) == ("2", "2"), row  # vector_add's result is kept
     assert record(out)["correct"]["exercises"] == ["saxpy", "vector_add"]
 
@@ -280,7 +268,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_gradebook(tmp_path):
         time.sleep(0.2)
     assert not _alive(below), f"processes left running after the grader was killed: {_alive(below)}"
     grade(out, subs, extra=("--timeout", "5"))  # resume
-    assert book(out) == book(whole)
+    assert gradebook(out) == gradebook(whole)
     assert not list(out.rglob(".tmp")), "temporary folders left behind"
 
 

@@ -4,7 +4,6 @@ Slurm sets; test_real_slurm runs it through sbatch where a cluster answers
 (autograder/slurm/local-cluster.sh starts one on this machine)."""
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from test_autograder import autograder, gradebook
+
 ROOT = Path(__file__).resolve().parent.parent
 BANK = ROOT / "tests" / "submissions" / "first_kernel"
 SCRIPT = ROOT / "autograder" / "slurm" / "grade_array.sbatch"
@@ -21,19 +22,6 @@ SUBMISSIONS = ("correct", "off_by_one", "syntax_error", "wrong_index")
 SHARDS = 3
 GRADE = ["--simulator", "--seed", "12345", "--exercise", "vector_add", "--timeout", "20"]
 VENV = sys.prefix if sys.prefix != sys.base_prefix else None
-
-
-def autograder(*args, check=True, **kw) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], capture_output=True, text=True,
-                       cwd=ROOT, **kw)
-    if check and r.returncode != 0:
-        raise AssertionError(f"autograder {' '.join(map(str, args))} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r
-
-
-def gradebook(out: Path) -> dict[str, dict[str, str]]:
-    with open(out / "grades.csv", newline="") as f:
-        return {row["submission"]: row for row in csv.DictReader(f)}
 
 
 def scores(out: Path) -> dict:
