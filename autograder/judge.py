@@ -39,8 +39,7 @@ from .outcome import ExerciseResult
 from .runproc import RunnerProcess, RunnerFailed
 from .spec import Exercise, Lab
 from .timing import BATCH, SpeedResult, Target, time_batches
-
-POOL = 4  # input sets drawn from the secret seed for timing; every call refreshes one of them
+from .timing_inputs import POOL, Prefetch
 
 
 def encode_value(v):
@@ -260,6 +259,8 @@ class Judge:
         self.cell_errors: dict = {}  # group -> the cells that failed in that group's runner
         self.phases: dict[str, float] = {}  # seconds per part of the grading, for judge.log
         self.reference: RunnerProcess | None = None
+        self.reference_ready = False  # its hello was read
+        self.prefetch = Prefetch([], opts.seed)
         self.notes: list[str] = []
         self.log_tails: list[str] = []
 
@@ -317,17 +318,24 @@ class Judge:
         own = [str(e.get("error", ""))[:4000] for e in errors if e.get("exercise") in (ex.name, None)]
         return "\n".join(own)
 
-    def reference_runner(self) -> RunnerProcess:
+    def start_reference(self) -> None:
+        """Start the trusted runner of the lab's reference kernels; its hello is read on first use,
+        so it loads while the learner's runner does."""
         if self.reference is None or not self.reference.alive():
             job = {"mode": "sim" if self.opts.simulator else "gpu", "trusted": self.lab.name,
                    "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS")}
+            self.reference = RunnerProcess(job, simulator=self.opts.simulator, sandboxed=False, trusted=True,
+                                           memory_limit_gb=max(self.opts.memory_limit_gb, 32.0))
+            self.reference_ready = False
+
+    def reference_runner(self) -> RunnerProcess:
+        self.start_reference()
+        if not self.reference_ready:
             with self.clock("start the reference"):
-                proc = RunnerProcess(job, simulator=self.opts.simulator, sandboxed=False, trusted=True,
-                                     memory_limit_gb=max(self.opts.memory_limit_gb, 32.0))
-                hello = proc.receive(max(self.opts.timeout, 120.0))
+                hello = self.reference.receive(max(self.opts.timeout, 120.0))
             if not hello.get("ok"):
                 raise RuntimeError(f"the reference could not be loaded: {hello.get('error')}")
-            self.reference = proc
+            self.reference_ready = True
         return self.reference
 
     def _retire(self, proc) -> None:
@@ -348,14 +356,31 @@ class Judge:
         self.runners.clear()
         if self.reference is not None:
             self.reference.close()
+        self.prefetch.close()
         self.arena.free_all()
 
     # -- grading
+    def timed(self, names: list[str] | None) -> list[tuple[int, Exercise]]:
+        """The exercises this grading may time: (index, exercise), in order."""
+        if self.opts.simulator or self.opts.sanitize:
+            return []
+        return [(i, ex) for i, ex in enumerate(self.lab.exercises)
+                if (names is None or ex.name in names) and ex.speed is not None and ex.timing_case is not None
+                and ex.simulate is None]
+
     def grade(self, names: list[str] | None = None) -> list[ExerciseResult]:
         results = []
+        timed = self.timed(names)
+        if timed and self.local is None:
+            # Batch grading: the reference loads and the timing inputs are drawn while the
+            # learner's runner starts and its correctness cases run (check() keeps the host
+            # memory of a learner's machine for one pool at a time).
+            self.start_reference()
+            self.prefetch = Prefetch(timed, self.opts.seed)
         for index, ex in enumerate(self.lab.exercises):
             if names is not None and ex.name not in names:
                 continue
+            self.prefetch.starting(index)
             res = ExerciseResult(ex.name, ex.title, ex.points, ex.speed.points if ex.speed else 0.0)
             results.append(res)
             try:
@@ -546,16 +571,17 @@ class Judge:
         params = ex.timing_case
         if params is None:
             return SpeedResult(False, "this exercise is graded on correctness only")
-        rng = np.random.default_rng([self.opts.seed, index, 1])
-        make = ex.timing_inputs or ex.inputs
-        pool_host = [make(params, rng) for _ in range(POOL)]
+        with self.clock(f"{ex.name}: timing inputs (drawn ahead)"):
+            drawn = self.prefetch.take(ex, index)
+        pool_host = drawn.sets
         # The timing size first, on inputs built to make approximations fail.
         try:
-            outputs, after, faults = self.run_case(proc, ex, params, pool_host[0])
+            with self.clock(f"{ex.name}: the check at the timing size"):
+                outputs, after, faults = self.run_case(proc, ex, params, pool_host[0])
         except CaseFailed as exc:
             self.drop(ex)
             return SpeedResult(False, f"not timed: at the timing size ({describe(params)}) your function failed: {exc}")
-        c = compare(ex, params, pool_host[0], outputs, after, faults)
+        c = compare(ex, params, pool_host[0], outputs, after, faults, ref64=drawn.ref64)
         if not c.passed:
             return SpeedResult(False, f"not timed: wrong at the timing size ({describe(params)}): {c.message}")
         on_host = tuple(ex.host_args) + tuple(ex.pinned_args)
@@ -615,7 +641,8 @@ class Judge:
                 sub = RemoteTarget(proc, ex, ex.name, flags[0], self.opts.timeout, flag_bufs[0])
                 base = RemoteTarget(ref, ex, ex.name, flags[1], self.opts.timeout, flag_bufs[1]) if ex.baseline else None
                 null = RemoteTarget(ref, ex, "__null__", flags[2], self.opts.timeout, flag_bufs[2])
-            return time_batches(self.gpu, ex, params, pool_host, sets, sub, base, null, np.random.default_rng())
+            with self.clock(f"{ex.name}: timed batches"):
+                return time_batches(self.gpu, ex, params, pool_host, sets, sub, base, null, np.random.default_rng())
         finally:
             self.release_flags(flag_cids)
             for p in ([proc] + ([self.reference] if self.reference is not None else [])):

@@ -77,9 +77,17 @@ def _count(n: int, noun: str) -> str:
 UNCHANGED = object()
 
 
-def compare(ex: Exercise, params, host_inputs, outputs, inputs_after, faults=()) -> CaseResult:
+def reference64(ex: Exercise, host_inputs) -> dict:
+    """The exercise's reference outputs for these inputs, computed in float64."""
+    return ex.reference(
+        **{k: (v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
+           for k, v in host_inputs.items()}
+    )
+
+
+def compare(ex: Exercise, params, host_inputs, outputs, inputs_after, faults=(), ref64=None) -> CaseResult:
     """Judge one case: no memory faults, inputs untouched, every output within tolerance
-    of the float64 reference."""
+    of the float64 reference (``ref64``, where it was computed already)."""
     params = dict(params)
     if faults:
         return CaseResult(params, False, None, "; ".join(str(f) for f in faults))
@@ -91,10 +99,8 @@ def compare(ex: Exercise, params, host_inputs, outputs, inputs_after, faults=())
             continue
         if after is None or after.shape != before.shape or not np.array_equal(after, before, equal_nan=True):
             return CaseResult(params, False, None, f"input '{name}' was modified by the call")
-    ref64 = ex.reference(
-        **{k: (v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
-           for k, v in host_inputs.items()}
-    )
+    if ref64 is None:
+        ref64 = reference64(ex, host_inputs)
     worst = 0.0
     for name, spec in ex.outputs.items():
         got = outputs.get(name)

@@ -1,0 +1,68 @@
+"""The inputs an exercise is timed on, drawn on a background thread ahead of their use.
+
+They depend only on the run's seed and the exercise, never on the submission. At the timing
+size (hundreds of MB per set) drawing the pool and the float64 reference of its first set
+takes seconds of host time per exercise, while the GPU side of grading mostly waits on the
+runners. So the judge draws exercise i's pool while it grades exercise i's correctness cases,
+and exercise i+1's while it times exercise i: the values are the same as drawn in line.
+At most two exercises' pools are held in host memory at once.
+"""
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .measure import reference64
+from .spec import Exercise
+
+POOL = 4  # input sets drawn from the secret seed for timing; every call refreshes one of them
+
+
+@dataclass
+class TimingPool:
+    sets: list[dict[str, Any]]  # POOL input sets, as the exercise's inputs function returns them
+    ref64: dict[str, np.ndarray]  # the float64 reference of sets[0], checked before timing
+
+
+def draw(ex: Exercise, seed: int, index: int) -> TimingPool:
+    """The pool exercise ``index`` of the lab is timed on, from the run's seed."""
+    rng = np.random.default_rng([seed, index, 1])
+    make = ex.timing_inputs or ex.inputs
+    sets = [make(ex.timing_case, rng) for _ in range(POOL)]
+    return TimingPool(sets, reference64(ex, sets[0]))
+
+
+class Prefetch:
+    """Pools drawn one exercise ahead. ``timed``: the (index, exercise) pairs that may be timed,
+    in grading order; an exercise that fails its cases is never timed and its pool is dropped."""
+
+    def __init__(self, timed: list[tuple[int, Exercise]], seed: int) -> None:
+        self.timed, self.seed = timed, seed
+        self.futures: dict[int, Future] = {}
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="timing-inputs") if timed else None
+
+    def starting(self, index: int) -> None:
+        """The judge starts grading exercise ``index``: draw its pool and the next one's."""
+        if self.pool is None:
+            return
+        for i in [i for i in self.futures if i < index]:
+            self.futures.pop(i).cancel()
+        following = [(i, ex) for i, ex in self.timed if i >= index][:2]
+        for i, ex in following:
+            if i not in self.futures:
+                self.futures[i] = self.pool.submit(draw, ex, self.seed, i)
+
+    def take(self, ex: Exercise, index: int) -> TimingPool:
+        """Exercise ``index``'s pool, drawn here and now if it was not drawn ahead."""
+        future = self.futures.pop(index, None)
+        return future.result() if future is not None else draw(ex, self.seed, index)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            for f in self.futures.values():
+                f.cancel()
+            self.futures.clear()
+            self.pool.shutdown(wait=False, cancel_futures=True)
