@@ -19,6 +19,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 from importlib import metadata
 
 DIST = "gpu-course"
@@ -215,6 +216,9 @@ def restart_kernel(reason: str) -> None:
     if not in_kernel:
         raise RuntimeError(f"{reason} Restart Python and run again.")
     sys.stderr.flush()
+    # The kernel sends what was printed on its I/O thread, then through ZeroMQ's: exiting at once
+    # can lose the message above, under load. A moment is plenty for a local socket.
+    time.sleep(1.0)
     os._exit(0)
 
 
