@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -404,6 +405,94 @@ def test_barrier_check_cannot_be_switched_off_unseen():
     finally:
         kernel.BlockManager.run = run
     assert barriers.problem() == ""
+
+
+@simulator_only
+def test_simulator_runs_the_threads_of_a_barrier_free_kernel_in_turn():
+    """A kernel that names no barrier runs its threads one after another: a grid-stride loop on a
+    fixed grid of 1024 blocks of 256 finishes in seconds, with the right answer. A kernel that
+    waits at a barrier, directly or in a device function, or could reach one unnamed, keeps a
+    thread each; and a thread's error still names the thread and the block."""
+    import time
+
+    from autograder.runner import InTurn, independent_threads, strict_barriers
+
+    strict_barriers()
+    kernels = {}  # defined as a learner's module defines them: the simulator swaps its global `cuda`
+    exec(textwrap.dedent("""
+        from numba import cuda
+
+        @cuda.jit
+        def saxpy(a, x, y, out):
+            i = cuda.grid(1)
+            while i < x.shape[0]:
+                out[i] = a * x[i] + y[i]
+                i += cuda.gridsize(1)
+
+        @cuda.jit(device=True)
+        def wait():
+            cuda.syncthreads()
+
+        @cuda.jit
+        def via_device_function(x):
+            wait()
+
+        @cuda.jit
+        def unnamed(x):
+            getattr(cuda, "sync" + "threads")()
+
+        @cuda.jit
+        def reads_past_the_end(x):
+            x[cuda.grid(1) + 1] += 1.0
+        """), kernels)
+    saxpy, reads_past_the_end = kernels["saxpy"], kernels["reads_past_the_end"]
+    via_device_function, unnamed = kernels["via_device_function"], kernels["unnamed"]
+    x = np.arange(5003, dtype=np.float32)
+    out = np.zeros_like(x)
+    started = time.perf_counter()
+    saxpy[1024, 256](np.float32(2), x, x, out)
+    took = time.perf_counter() - started
+    np.testing.assert_array_equal(out, 3 * x)
+    assert took < 20, f"{took:.1f} s for 262,144 simulated threads"
+    assert independent_threads(saxpy.py_func)
+    assert not independent_threads(via_device_function.py_func) and not independent_threads(unnamed.py_func)
+    with pytest.raises(IndexError, match=r"in thread \(31, 0, 0\) of block \(0, 0, 0\)"):
+        reads_past_the_end[1, 32](np.zeros(32, np.float32))
+    with pytest.raises(InTurn.Barrier, match="by its name"):
+        InTurn(None, None, 0).syncthreads()
+
+
+def test_timing_inputs_drawn_ahead_are_the_ones_drawn_in_line():
+    """On a GPU the judge draws each timed exercise's pool on a thread, one exercise ahead; the
+    values and the float64 reference of the first set are those drawn in line, and a pool the
+    judge moved past (its exercise failed its cases) is not kept."""
+    import dataclasses
+
+    from autograder.labs import get_lab
+    from autograder.timing_inputs import POOL, Prefetch, draw
+
+    lab = get_lab("reduction")
+    timed = [(i, dataclasses.replace(ex, timing_case={**ex.timing_case, "n": 10_007}))
+             for i, ex in enumerate(lab.exercises) if ex.timing_case]
+    assert len(timed) >= 3
+    ahead = Prefetch(timed, seed=1234)
+    try:
+        ahead.starting(timed[0][0])
+        assert set(ahead.futures) == {timed[0][0], timed[1][0]}
+        ahead.starting(timed[1][0])  # the first exercise failed its cases: never timed
+        assert set(ahead.futures) == {timed[1][0], timed[2][0]}
+        for i, ex in timed[1:]:
+            ahead.starting(i)
+            got, want = ahead.take(ex, i), draw(ex, 1234, i)
+            assert i not in ahead.futures and len(got.sets) == POOL
+            for g, w in zip(got.sets, want.sets):
+                assert g.keys() == w.keys()
+                for k in w:
+                    np.testing.assert_array_equal(g[k], w[k])
+            for k in want.ref64:
+                np.testing.assert_array_equal(got.ref64[k], want.ref64[k])
+    finally:
+        ahead.close()
 
 
 def test_sanitize_synccheck_is_offered_and_its_reports_reach_the_feedback(monkeypatch):
