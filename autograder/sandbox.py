@@ -301,9 +301,23 @@ def _pid_ns(pid: int) -> str | None:
         return None
 
 
+def _zombie(pid: int) -> bool:
+    """Dead and waiting to be reaped: nothing of it runs. A sandbox's own init process often ends
+    as one, its parent gone; where the machine's init reaps late (or never, in a container
+    without one), waiting for it to vanish would hold up every submission."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                return False
+        # A main thread that exited while its other threads run shows as a zombie too: not dead.
+        return len(os.listdir(f"/proc/{pid}/task")) <= 1
+    except (OSError, IndexError):
+        return True  # gone already
+
+
 class ProcessTree:
     """The processes of one sandbox, found by their pid namespace (or, without a sandbox, by
-    their session): their memory, and killing them all."""
+    their session), zombies left out: their memory, and killing them all."""
 
     def __init__(self, leader: int, sandboxed: bool) -> None:
         self.leader = leader
@@ -337,7 +351,7 @@ class ProcessTree:
                         out.append(pid)
                 except OSError:
                     continue
-        return out
+        return [pid for pid in out if not _zombie(pid)]
 
     def rss_gb(self) -> float:
         total = 0

@@ -120,3 +120,23 @@ def test_process_limit_stops_a_fork_bomb():
     forked = int(r.stdout.strip().splitlines()[-1])
     assert forked < 200, forked  # stopped at the limit, far below 5000
     assert time.monotonic() - started < 60
+
+
+def test_a_zombie_counts_as_gone_unless_its_threads_still_run():
+    """Killing a sandbox waits for its processes to end, not for them to be reaped (where the
+    machine's init reaps late, that wait held up every submission); but a main thread that
+    exited while its other threads run also shows as a zombie, and is not gone."""
+    code = ("import ctypes, threading, time\n"
+            "threading.Thread(target=time.sleep, args=(2,)).start()\n"
+            "ctypes.CDLL(None).pthread_exit(None)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)
+        assert Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        assert not sandbox._zombie(proc.pid)  # its second thread sleeps on
+        time.sleep(2.5)
+        assert sandbox._zombie(proc.pid)  # dead, not yet reaped
+    finally:
+        proc.kill()
+        proc.wait()
+    assert sandbox._zombie(proc.pid)  # reaped: gone
