@@ -697,8 +697,14 @@ class Judge:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RunnerFailed(f"the simulation did not finish within {self.opts.timeout:.0f} s (a slow policy?)")
-            reply = proc.request({"op": "policy", "exercise": ex.name, "names": list(ex.args), "rules": rules(ex),
-                                  "args": [encode_value(a) for a in args]}, left)
+            try:
+                reply = proc.request({"op": "policy", "exercise": ex.name, "names": list(ex.args), "rules": rules(ex),
+                                      "args": [encode_value(a) for a in args]}, left)
+            except RunnerFailed:
+                if time.monotonic() >= deadline:  # the whole simulation's limit, not this call's remainder
+                    raise RunnerFailed(f"the simulation did not finish within {self.opts.timeout:.0f} s "
+                                       "(a slow policy?)") from None
+                raise
             if not reply.get("ok"):
                 raise PolicyFailed(str(reply.get("error", "failed"))[:2000])
             value = reply.get("value")

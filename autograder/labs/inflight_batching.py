@@ -136,7 +136,7 @@ def _engine(decide, arrivals, prompts, outputs, *, stop_late: float = STOP_LATE,
         k = 0
         while k < len(running):
             r = running[k]
-            need = blocks_for(prefill[r] + gen[r] + 1, BLOCK_SIZE) - held[r]
+            need = -(-(prefill[r] + gen[r] + 1) // BLOCK_SIZE) - held[r]  # blocks_for, inlined: the hot loop
             while need > free and running[-1] != r:
                 free += _preempt(running.pop(), prefill, base, gen, held, preempted, queue)
             if need > free:  # r is the newest itself: it goes back to waiting
