@@ -23,10 +23,34 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
+# Test files whose tests share a module- or session-wide fixture (a graded bank, a built site, a
+# virtual environment): under pytest-xdist (`make test` runs two workers) each such file runs on
+# one worker, so the fixture is built once. Other tests are spread one by one.
+SHARED_FIXTURES = {"test_attacks", "test_autograder", "test_class", "test_handoff", "test_inflight_batching",
+                   "test_install", "test_policy_grading", "test_serving", "test_site", "test_slurm"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scheduling by scope, with a scope per test except in SHARED_FIXTURES files."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFixture(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if Path(path).stem in SHARED_FIXTURES else nodeid
+
+    return ByFixture(config, log)
+# Fixtures that look at the whole machine (every process, /tmp) before and after grading: tests using
+# them run on their own, after the parallel run, where no other test's processes or files can show.
+WHOLE_MACHINE_FIXTURES = {"machine", "planted"}
+
+
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a GPU (simulator mode)")
     skip_multi = pytest.mark.skip(reason="needs two or more GPUs")
     for item in items:
+        if WHOLE_MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.whole_machine)
         if getattr(item, "cell", None) is not None:  # an nbval notebook cell: %%gpu cells skip themselves
             continue
         if "gpu" in item.keywords and not GPU:
