@@ -28,6 +28,7 @@ class CheckResult:
     speed: SpeedResult | None = None
     points: float = 0.0
     max_points: float = 0.0
+    profile: dict | None = None  # with profile=True: the figures of the learner's run and the reference's
 
     def __repr__(self) -> str:
         ok = sum(c.passed for c in self.cases)
@@ -70,14 +71,16 @@ def checker(lab_name: str):
 
         strict_barriers()
 
-    def check(fn, exercise: str | None = None, speed: bool = True) -> CheckResult:
+    def check(fn, exercise: str | None = None, speed: bool = True, profile: bool = False) -> CheckResult:
+        """Grade ``fn`` on the grader's cases, then time it (on a GPU). With ``profile=True``, once
+        every case passes, also show how its kernels use memory next to the reference's."""
         # The cases launch tiny grids on purpose (one element, one row): Numba's warning that a
         # small grid leaves the GPU idle would only bury the table.
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
-            return _check(fn, exercise, speed)
+            return _check(fn, exercise, speed, profile)
 
-    def _check(fn, exercise: str | None = None, speed: bool = True) -> CheckResult:
+    def _check(fn, exercise: str | None = None, speed: bool = True, profile: bool = False) -> CheckResult:
         ex = lab.exercise(exercise or fn.__name__)
         simulator = simulator_mode()
         result = CheckResult(ex.name, False, max_points=ex.max_points)
@@ -127,6 +130,8 @@ def checker(lab_name: str):
                       "Fix the failing cases first; speed is measured once all pass.")
                 return result
             print(f"Correctness: all {len(result.cases)} cases pass ({ex.points:g} point{'s' * (ex.points != 1)}).")
+            if profile:
+                result.profile = _profile(lab, ex, judge, proc, rng, simulator)
             if not (speed and ex.speed):
                 return result
             if simulator:
@@ -159,6 +164,38 @@ def checker(lab_name: str):
 
 
 WIDTH = 88  # columns: a printout this wide fits the page
+
+
+def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
+    """check(profile=True): the learner's function and the lab's reference on the largest case,
+    their memory accesses traced in the simulator (``memtrace``), side by side."""
+    if not simulator:
+        print("Profile: on a GPU, profile with Nsight Compute (chapter 7 shows how); the traced analysis "
+              "here runs in simulator mode.")
+        return None
+    if ex.backend != "numba":
+        print("Profile: the simulator traces Numba kernels only.")
+        return None
+    from .memtrace import side_by_side, summary, trace
+
+    params = max(ex.cases(True), key=lambda p: sum(np.size(v) for v in ex.inputs(p, np.random.default_rng(0)).values()
+                                                   if isinstance(v, np.ndarray)))
+    inputs = ex.inputs(params, rng)
+    with trace() as mine:
+        judge.run_case(proc, ex, params, inputs)
+    ref = None
+    if ex.baseline is not None:
+        ref_judge = local_judge(lab, {ex.name: ex.baseline})
+        try:
+            with trace() as ref:
+                ref_judge.run_case(ref_judge.runner_for(ex), ex, params, inputs)
+        finally:
+            ref_judge.close()
+    mine_report, ref_report = mine.report(), (ref.report() if ref is not None else None)
+    print(f"Profile ({describe(params)}, traced in the simulator: what a GPU's memory system would see):")
+    print(side_by_side(mine_report, ref_report))
+    return {"case": dict(params), "yours": summary(mine_report), "findings": mine_report.findings,
+            "reference": summary(ref_report) if ref_report is not None else None}
 
 
 def _print_case(label: str, status: str, err: str, note: str) -> None:

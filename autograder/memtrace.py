@@ -166,6 +166,56 @@ class Report:
         return "\n".join(lines)
 
 
+def summary(report: Report) -> dict:
+    """A whole run's figures, every launch together: what check(profile=True) sets side by side."""
+    out = {"launches": len(report.launches)}
+    for kind in ("load", "store"):
+        sites = [s for launch in report.launches for s in launch.global_sites
+                 if s.kind == kind or (kind == "store" and s.kind == "atomic")]
+        requests = sum(s.requests for s in sites)
+        moved = sum(s.bytes_moved for s in sites)
+        out[f"{kind}_requests"] = requests
+        out[f"{kind}_sectors_per_request"] = moved / SECTOR / requests if requests else None
+        out[f"{kind}_efficiency"] = sum(s.bytes_requested for s in sites) / moved if moved else None
+    for kind in ("load", "store"):
+        moved = sum(getattr(launch, f"{kind}_bytes_moved") for launch in report.launches)
+        least = sum(getattr(launch, f"{kind}_bytes_min") for launch in report.launches)
+        out[f"{kind}_bytes_moved"], out[f"{kind}_bytes_min"] = moved, least
+    shared = [s for launch in report.launches for s in launch.shared_sites]
+    requests = sum(s.requests for s in shared)
+    out["shared_requests"] = requests
+    out["shared_ways"] = sum(s.ways_mean * s.requests for s in shared) / requests if requests else None
+    return out
+
+
+def side_by_side(mine: Report, reference: Report | None, labels=("yours", "reference")) -> str:
+    """The figures of two runs on the same inputs, one row per figure, then the first run's findings."""
+    runs = [summary(mine)] + ([summary(reference)] if reference is not None else [])
+
+    def cell(v, fmt) -> str:
+        return "-" if v is None else fmt(v)
+
+    rows = [("kernel launches", "launches", str),
+            ("global loads: requests", "load_requests", lambda v: f"{v:,}"),
+            ("  sectors per request", "load_sectors_per_request", lambda v: f"{v:.1f}"),
+            ("  bytes used / moved", "load_efficiency", lambda v: f"{v:.0%}"),
+            ("global stores: requests", "store_requests", lambda v: f"{v:,}"),
+            ("  sectors per request", "store_sectors_per_request", lambda v: f"{v:.1f}"),
+            ("  bytes used / moved", "store_efficiency", lambda v: f"{v:.0%}"),
+            ("shared: requests", "shared_requests", lambda v: f"{v:,}"),
+            ("  ways per request", "shared_ways", lambda v: f"{v:.1f}")]
+    lines = [f"  {'':<26}" + "".join(f"{label:>12}" for label in labels[:len(runs)])]
+    for title, key, fmt in rows:
+        lines.append(f"  {title:<26}" + "".join(f"{cell(r.get(key), fmt):>12}" for r in runs))
+    for kind in ("load", "store"):
+        lines.append(f"  {'global ' + kind + 's: moved':<26}" + "".join(
+            f"{_bytes(r[kind + '_bytes_moved']):>12}" for r in runs) + f"   (least: {_bytes(runs[0][kind + '_bytes_min'])})")
+    findings = mine.findings
+    lines += (["What to look at:"] + [f"  - {f}" for f in findings]) if findings else \
+        ["Every global access is coalesced and no shared access has a bank conflict."]
+    return "\n".join(lines)
+
+
 def _bytes(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":

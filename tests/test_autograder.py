@@ -462,6 +462,38 @@ def test_simulator_runs_the_threads_of_a_barrier_free_kernel_in_turn():
         InTurn(None, None, 0).syncthreads()
 
 
+@simulator_only
+def test_check_profile_traces_yours_and_the_reference_and_names_the_stride(capsys):
+    """check(fn, profile=True) in simulator mode traces the memory accesses of the learner's kernels
+    and of the lab's reference on the largest case: a naive transpose reads `a` down its columns
+    (named, with the stride), the reference's padded tile reads it in whole sectors without bank
+    conflicts."""
+    from autograder import checker
+
+    kernels = {}
+    exec(textwrap.dedent("""
+        from numba import cuda
+
+        @cuda.jit
+        def naive_kernel(a, out):
+            r, c = cuda.grid(2)
+            if r < a.shape[0] and c < a.shape[1]:
+                out[c, r] = a[r, c]
+
+        def transpose_tiled(a, out):
+            naive_kernel[((a.shape[0] + 15) // 16, (a.shape[1] + 15) // 16), (16, 16)](a, out)
+        """), kernels)
+    result = checker("memory_access")(kernels["transpose_tiled"], profile=True)
+    printed = capsys.readouterr().out
+    assert result.passed and result.profile is not None, printed
+    yours, ref = result.profile["yours"], result.profile["reference"]
+    assert yours["load_sectors_per_request"] > 3 * ref["load_sectors_per_request"], printed
+    assert ref["load_sectors_per_request"] <= 4.0 and ref["shared_requests"] > 0 and ref["shared_ways"] < 1.1
+    cols = result.profile["case"]["cols"]
+    assert any("`a`" in f and f"{cols} apart" in f for f in result.profile["findings"]), printed
+    assert "What to look at:" in printed
+
+
 def test_timing_inputs_drawn_ahead_are_the_ones_drawn_in_line():
     """On a GPU the judge draws each timed exercise's pool on a thread, one exercise ahead; the
     values and the float64 reference of the first set are those drawn in line, and a pool the

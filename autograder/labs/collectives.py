@@ -153,6 +153,7 @@ EXACT = {"float32": (0.0, 0.0)}
 def _numba_kernels():
     """One kernel per kind of step, built in the reference runner on first use (never at import time)."""
     global cuda
+    global cuda  # a module global, not a closure: the CUDA simulator swaps the global named cuda
     from numba import cuda
 
     @cuda.jit

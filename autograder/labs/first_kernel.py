@@ -14,6 +14,7 @@ def _vec(n):
 @lru_cache(maxsize=None)
 def _baselines():
     """Reference kernels, built in the reference runner on first use (never at import time)."""
+    global cuda  # a module global, not a closure: the CUDA simulator swaps the global named cuda
     from numba import cuda
 
     @cuda.jit

@@ -100,6 +100,7 @@ def _laplacian_reference(u):
 @lru_cache(maxsize=None)
 def _numba_baselines():
     """Reference kernels, built in the reference runner on first use (never at import time)."""
+    global cuda  # a module global, not a closure: the CUDA simulator swaps the global named cuda
     from numba import cuda
 
     @cuda.jit

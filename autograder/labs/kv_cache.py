@@ -155,6 +155,7 @@ def _numba_kernels():
     # A module global, not a local: the simulator swaps in its own cuda module through the
     # kernels' globals only, and cuda.shared needs it.
     global cuda
+    global cuda  # a module global, not a closure: the CUDA simulator swaps the global named cuda
     from numba import cuda, float32
 
     @cuda.jit

@@ -43,6 +43,7 @@ def _base_upload(host, out):
 @lru_cache(maxsize=None)
 def _numba_kernels():
     """Reference kernels, built in the reference runner on first use (never at import time)."""
+    global cuda  # a module global, not a closure: the CUDA simulator swaps the global named cuda
     from numba import cuda
 
     @cuda.jit

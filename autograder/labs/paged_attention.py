@@ -209,6 +209,7 @@ def _numba_kernels():
     # A module global: the simulator swaps in its own cuda module through the kernel's
     # globals only, and cuda.shared needs it.
     global cuda
+    global cuda  # a module global, not a closure: the CUDA simulator swaps the global named cuda
     from numba import cuda, float32
 
     @cuda.jit

@@ -143,6 +143,7 @@ def gemv_cases(simulator: bool) -> list[dict]:
 def _numba_kernels():
     """Reference kernels, built in the reference runner on first use (never at import time)."""
     global cuda
+    global cuda  # a module global, not a closure: the CUDA simulator swaps the global named cuda
     from numba import cuda, float32
 
     @cuda.jit

@@ -162,6 +162,7 @@ def _mv_cases(sim: bool) -> list[dict]:
 def _numba_baselines():
     """Reference kernels, built in the reference runner on first use (never at import time). Explicit
     signatures compile them at once, so the driver can report one wave of blocks for each."""
+    global cuda  # a module global, not a closure: the CUDA simulator swaps the global named cuda
     from numba import cuda, float32
 
     @cuda.jit("void(float32[::1], float32[::1])")

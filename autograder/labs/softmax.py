@@ -120,6 +120,7 @@ ATT_SHARED_K = ATT_TILE * (ATT_MAX_D + 1)  # floats for one tile of keys, rows p
 @lru_cache(maxsize=None)
 def _numba_baselines():
     """Reference kernels, built in the reference runner on first use (never at import time)."""
+    global cuda  # a module global, not a closure: the CUDA simulator swaps the global named cuda
     from numba import cuda, float32
 
     @cuda.jit(device=True)

@@ -111,6 +111,7 @@ def _heat_inputs(p, rng):
 @lru_cache(maxsize=None)
 def _numba_serial():
     """The serial reference of exercise 2, built in the reference runner on first use (never at import)."""
+    global cuda  # a module global, not a closure: the CUDA simulator swaps the global named cuda
     from numba import cuda, float32
 
     a, b = RELAX_A, RELAX_B

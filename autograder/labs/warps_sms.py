@@ -165,6 +165,7 @@ def _count_reference(x):
 @lru_cache(maxsize=None)
 def _numba_baselines():
     """Reference kernels, built in the reference runner on first use (never at import time)."""
+    global cuda  # a module global, not a closure: the CUDA simulator swaps the global named cuda
     from numba import cuda, float32
 
     @cuda.jit(device=True)
