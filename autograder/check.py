@@ -176,7 +176,7 @@ def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
     if ex.backend != "numba":
         print("Profile: the simulator traces Numba kernels only.")
         return None
-    from .memtrace import side_by_side, summary, trace
+    from .memtrace import side_by_side, summary, trace, worse_than
 
     params = max(ex.cases(True), key=lambda p: sum(np.size(v) for v in ex.inputs(p, np.random.default_rng(0)).values()
                                                    if isinstance(v, np.ndarray)))
@@ -194,7 +194,7 @@ def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
     mine_report, ref_report = mine.report(), (ref.report() if ref is not None else None)
     print(f"Profile ({describe(params)}, traced in the simulator: what a GPU's memory system would see):")
     print(side_by_side(mine_report, ref_report))
-    return {"case": dict(params), "yours": summary(mine_report), "findings": mine_report.findings,
+    return {"case": dict(params), "yours": summary(mine_report), "findings": worse_than(mine_report, ref_report),
             "reference": summary(ref_report) if ref_report is not None else None}
 
 
