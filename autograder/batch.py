@@ -111,7 +111,7 @@ def grade_all(lab: Lab, files, out_dir: Path, *, simulator: bool, gpus: list[str
               force: bool = False, seed: int | None = None, sanitize: str | None = None,
               shard_spec: str | None = None, quiet: bool = False,
               timeout: float | None = None, exercises: list[str] | None = None,
-              memory_limit_gb: float | None = None, sandboxed: bool = True) -> Path:
+              memory_limit_gb: float | None = None, sandboxed: bool = True, profile: bool = False) -> Path:
     """Grade ``files`` (paths, or (path, path as given) pairs) into ``out_dir``; return grades.csv.
 
     Resumable: a submission is graded again only if its content, where it came from, the
@@ -123,11 +123,12 @@ def grade_all(lab: Lab, files, out_dir: Path, *, simulator: bool, gpus: list[str
     with output_folder(out_dir, len(names)):
         return _grade_all(lab, names, sources, out_dir, simulator=simulator, gpus=gpus, force=force, seed=seed,
                           sanitize=sanitize, shard_spec=shard_spec, quiet=quiet, timeout=timeout,
-                          exercises=exercises, memory_limit_gb=memory_limit_gb, sandboxed=sandboxed)
+                          exercises=exercises, memory_limit_gb=memory_limit_gb, sandboxed=sandboxed,
+                          profile=profile)
 
 
 def _grade_all(lab, names, sources, out_dir, *, simulator, gpus, force, seed, sanitize, shard_spec, quiet, timeout,
-               exercises, memory_limit_gb, sandboxed) -> Path:
+               exercises, memory_limit_gb, sandboxed, profile=False) -> Path:
     record = read_record(out_dir)
     if shard_spec:
         index, count = parse_shard(shard_spec)
@@ -142,7 +143,7 @@ def _grade_all(lab, names, sources, out_dir, *, simulator, gpus, force, seed, sa
     for n, p in names.items():
         r = record.get(n, {})
         same = (r.get("sha256") == digests[n] and r.get("source") == sources[p] and r.get("grader") == graded_by
-                and r.get("mode", mode) == mode and n in valid)
+                and r.get("mode", mode) == mode and n in valid and (r.get("profile") or not profile))
         kept[n] = read_exercises(out_dir / n) if same else {}
         covered = set(wanted) <= set(r.get("exercises") or [])
         if force or not (same and covered):
@@ -168,7 +169,8 @@ def _grade_all(lab, names, sources, out_dir, *, simulator, gpus, force, seed, sa
             try:
                 res = grade_submission(lab, path, seed=seed, simulator=simulator, gpu=gpu, work_dir=work,
                                        sanitize=sanitize, timeout=timeout, exercises=exercises,
-                                       memory_limit_gb=memory_limit_gb, sandboxed=sandboxed, slot=slot)
+                                       memory_limit_gb=memory_limit_gb, sandboxed=sandboxed, slot=slot,
+                                       profile=profile)
             except OSError as exc:  # the output folder failed under us (a full disk): stop, keep what is done
                 stopped.append(f"could not write the results of {name}: {exc.strerror or exc}")
                 return
@@ -183,7 +185,8 @@ def _grade_all(lab, names, sources, out_dir, *, simulator, gpus, force, seed, sa
                 write_result(out_dir, name, res)
                 with book_lock:
                     record[name] = {"source": sources[path], "sha256": digests[name], "grader": graded_by,
-                                    "mode": mode, "exercises": sorted(e.name for e in res.exercises)}
+                                    "mode": mode, "exercises": sorted(e.name for e in res.exercises),
+                                    "profile": profile}
                     write_record(out_dir, lab, record)
                     write_gradebook(out_dir, lab)
             except OSError as exc:

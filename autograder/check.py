@@ -176,10 +176,9 @@ def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
     if ex.backend != "numba":
         print("Profile: the simulator traces Numba kernels only.")
         return None
-    from .memtrace import side_by_side, summary, trace, worse_than
+    from .memtrace import profile_of, side_by_side, trace, worse_than
 
-    params = max(ex.cases(True), key=lambda p: sum(np.size(v) for v in ex.inputs(p, np.random.default_rng(0)).values()
-                                                   if isinstance(v, np.ndarray)))
+    params = ex.largest_case(True)
     inputs = ex.inputs(params, rng)
     with trace() as mine:
         judge.run_case(proc, ex, params, inputs)
@@ -191,11 +190,11 @@ def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
                 ref_judge.run_case(ref_judge.runner_for(ex), ex, params, inputs)
         finally:
             ref_judge.close()
-    mine_report, ref_report = mine.report(), (ref.report() if ref is not None else None)
+    yours, reference = profile_of(mine.report()), (profile_of(ref.report()) if ref is not None else None)
     print(f"Profile ({describe(params)}, traced in the simulator: what a GPU's memory system would see):")
-    print(side_by_side(mine_report, ref_report))
-    return {"case": dict(params), "yours": summary(mine_report), "findings": worse_than(mine_report, ref_report),
-            "reference": summary(ref_report) if ref_report is not None else None}
+    print(side_by_side(yours, reference))
+    return {"case": dict(params), "yours": yours["summary"], "findings": worse_than(yours, reference),
+            "reference": reference["summary"] if reference is not None else None}
 
 
 def _print_case(label: str, status: str, err: str, note: str) -> None:

@@ -56,6 +56,8 @@ def cmd_grade(args) -> int:
               file=sys.stderr)
     if args.sanitize and simulator:
         raise SystemExit("autograder: --sanitize needs a GPU (compute-sanitizer checks real kernels)")
+    if args.profile and not simulator:
+        raise SystemExit("autograder: --profile traces kernels in the CUDA simulator: add --simulator")
     for flag, value in (("--timeout", args.timeout), ("--memory-limit", args.memory_limit)):
         if value is not None and not value > 0:
             raise SystemExit(f"autograder: {flag} must be a positive number of "
@@ -84,7 +86,7 @@ def cmd_grade(args) -> int:
         book = grade_all(lab, paths, Path(args.out), simulator=simulator, gpus=gpus, force=args.force,
                          seed=args.seed, sanitize=args.sanitize, shard_spec=args.shard, quiet=args.quiet,
                          timeout=args.timeout, exercises=args.exercise, memory_limit_gb=args.memory_limit,
-                         sandboxed=sandboxed)
+                         sandboxed=sandboxed, profile=args.profile)
     except (ValueError, OutputProblem) as exc:
         raise SystemExit(f"autograder: {exc}") from None
     if not args.quiet:
@@ -316,6 +318,9 @@ def parser() -> argparse.ArgumentParser:
                    help="run correctness under this compute-sanitizer tool (GPU only; synccheck: barriers)")
     g.add_argument("--shard", help="I/N: grade only shard I of N (for Slurm job arrays)")
     g.add_argument("--simulator", action="store_true", help="grade in the CUDA simulator even with a GPU")
+    g.add_argument("--profile", action="store_true",
+                   help="with --simulator: trace the memory accesses of each passing Numba exercise and of the "
+                        "reference on the largest case, into the feedback (never scored)")
     g.add_argument("--seed", type=int, help="fix the input seed (reproduce a run; keep it secret)")
     g.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
     g.add_argument("--timeout", type=float, help="seconds per exercise (default: the lab's)")

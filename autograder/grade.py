@@ -36,7 +36,7 @@ class JudgeFailed(Exception):
 def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: str | None = None,
                      work_dir: Path, sanitize: str | None = None, timeout: float | None = None,
                      exercises: list[str] | None = None, memory_limit_gb: float | None = None,
-                     sandboxed: bool = True, slot: int = 0) -> SubmissionResult:
+                     sandboxed: bool = True, slot: int = 0, profile: bool = False) -> SubmissionResult:
     started = time.monotonic()
     timeout = timeout or lab.timeout_s
     memory_limit_gb = memory_limit_gb or lab.memory_limit_gb
@@ -66,7 +66,7 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
         notes.append("left out for grading, as lines only for the notebook: " + "; ".join(src.ignored)[:250])
     job = {"lab": lab.name, "cells": [c.as_job() for c in src.cells], "static": static, "seed": seed,
            "simulator": simulator, "sanitize": sanitize, "timeout": timeout, "memory_limit_gb": memory_limit_gb,
-           "exercises": [e.name for e in wanted], "sandboxed": sandboxed, "slot": slot}
+           "exercises": [e.name for e in wanted], "sandboxed": sandboxed, "slot": slot, "profile": profile}
     # Each exercise may take its timeout for the cases and again for timing; plus starting up.
     deadline = 120.0 + len(wanted) * (3 * timeout + 60.0)
     tail = ""

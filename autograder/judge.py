@@ -242,6 +242,14 @@ class Options:
     memory_limit_gb: float = 16.0
     sandboxed: bool = True
     slot: int = 0
+    profile: bool = False  # simulator: trace each passing Numba exercise's memory accesses (never scored)
+
+
+def memtrace_source() -> str:
+    """memtrace.py's source, for a runner to load: the sandbox holds no other file of the grader."""
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parent / "memtrace.py").read_text()
 
 
 class Judge:
@@ -260,6 +268,7 @@ class Judge:
         self.phases: dict[str, float] = {}  # seconds per part of the grading, for judge.log
         self.reference: RunnerProcess | None = None
         self.reference_ready = False  # its hello was read
+        self.traced = None  # the profile the last call's runner sent (run_case with profile)
         self.prefetch = Prefetch([], opts.seed)
         self.notes: list[str] = []
         self.log_tails: list[str] = []
@@ -292,7 +301,8 @@ class Judge:
                "libraries": sorted({lib for e in group_ex for lib in libraries(e)}),
                "patterns": patterns, "load_rules": {"deny": common, "allow": []},
                "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),
-               "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS")}
+               "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
+               "memtrace": memtrace_source() if self.profiling() else None}
         with self.clock("start the runner and load the code"):
             proc = RunnerProcess(job, simulator=self.opts.simulator, sandboxed=self.opts.sandboxed,
                                  slot=self.opts.slot, memory_limit_gb=self.opts.memory_limit_gb,
@@ -323,7 +333,8 @@ class Judge:
         so it loads while the learner's runner does."""
         if self.reference is None or not self.reference.alive():
             job = {"mode": "sim" if self.opts.simulator else "gpu", "trusted": self.lab.name,
-                   "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS")}
+                   "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
+                   "memtrace": memtrace_source() if self.profiling() else None}
             self.reference = RunnerProcess(job, simulator=self.opts.simulator, sandboxed=False, trusted=True,
                                            memory_limit_gb=max(self.opts.memory_limit_gb, 32.0))
             self.reference_ready = False
@@ -360,6 +371,9 @@ class Judge:
         self.arena.free_all()
 
     # -- grading
+    def profiling(self) -> bool:
+        return self.opts.profile and self.opts.simulator and self.local is None
+
     def timed(self, names: list[str] | None) -> list[tuple[int, Exercise]]:
         """The exercises this grading may time: (index, exercise), in order."""
         if self.opts.simulator or self.opts.sanitize:
@@ -451,13 +465,16 @@ class Judge:
         res.passed = n_ok == len(cases)
         res.correctness = ex.points if res.passed else 0.0
         res.message = f"all {len(cases)} cases correct" if res.passed else f"{n_ok} of {len(cases)} cases correct"
+        if res.passed and self.profiling() and ex.backend == "numba":
+            with self.clock(f"{ex.name}: profile"):
+                res.profile = self.profile(ex, proc, index)
         if res.passed and ex.speed is not None and not self.opts.simulator and not self.opts.sanitize:
             with self.clock(f"{ex.name}: timing"):
                 speed = self.time(ex, proc, index)
             score_speed(ex, speed, res)
 
     # -- one correctness case
-    def run_case(self, proc, ex: Exercise, params, inputs):
+    def run_case(self, proc, ex: Exercise, params, inputs, profile: bool = False):
         """Copy the case's inputs into guarded buffers of the judge's, poison the outputs, have
         the runner call the function, and read everything back here.
 
@@ -518,10 +535,11 @@ class Judge:
             if self.gpu is not None:
                 self.gpu.cp.cuda.Device().synchronize()
             reply = proc.request({"op": "call", "exercise": ex.name, "names": list(ex.args), "backend": ex.backend,
-                                  "rules": rules(ex), "args": args, "check_leaks": ex.check_leaks},
-                                 self.opts.timeout)
+                                  "rules": rules(ex), "args": args, "check_leaks": ex.check_leaks,
+                                  "profile": profile}, self.opts.timeout)
             if not reply.get("ok"):
                 raise CaseFailed(str(reply.get("error", "failed"))[:4000])
+            self.traced = reply.get("profile")  # with profile: what the runner's trace saw
             faults = [str(f)[:500] for f in (reply.get("faults") or [])][:5]
             outputs, after = {}, {}
             for n in dev_names:
@@ -547,6 +565,32 @@ class Judge:
             proc.unmap(cids, self.opts.timeout) if proc.alive() else None
             for cid in cids:
                 self.arena.free(cid)
+
+    def profile(self, ex: Exercise, proc, index: int) -> dict:
+        """The learner's function and the reference on the largest case, their memory accesses
+        traced in their runners (``memtrace``): shown with the result, never part of the grade. What
+        the learner's runner reports is checked for form only (it is the learner's process)."""
+        from .memtrace import checked_profile, side_by_side, worse_than
+
+        params = ex.largest_case(True)
+        inputs = ex.inputs(params, np.random.default_rng([self.opts.seed, index, 2]))
+        try:
+            self.traced = None
+            self.run_case(proc, ex, params, inputs, profile=True)
+            yours = checked_profile(self.traced)
+            reference = None
+            if ex.baseline is not None:
+                self.traced = None
+                self.run_case(self.reference_runner(), ex, params, inputs, profile=True)
+                reference = checked_profile(self.traced)
+        except (CaseFailed, RunnerFailed) as exc:
+            return {"error": f"could not trace it: {exc}"[:500]}
+        if yours is None:
+            return {"error": "could not trace it: no profile came back"}
+        return {"case": dict(params), "yours": yours, "reference": reference,
+                "findings": worse_than(yours, reference),
+                "text": f"Profile ({describe(params)}, traced in the CUDA simulator: what a GPU's memory system "
+                        f"would see):\n" + side_by_side(yours, reference)}
 
     def pristine_copies(self, bufs, names) -> dict:
         """On a GPU, a device copy of each input the call must not change, where memory allows:
@@ -824,7 +868,8 @@ def main(fd: int) -> None:
     lab = get_lab(job["lab"])
     opts = Options(simulator=job["simulator"], seed=int(job["seed"]), timeout=float(job["timeout"]),
                    sanitize=job.get("sanitize"), memory_limit_gb=float(job["memory_limit_gb"]),
-                   sandboxed=bool(job["sandboxed"]), slot=int(job.get("slot", 0)))
+                   sandboxed=bool(job["sandboxed"]), slot=int(job.get("slot", 0)),
+                   profile=bool(job.get("profile")))
     judge = Judge(lab, opts, cells=job["cells"], static=job.get("static", {}))
     judge_ref.append(judge)
     profile = None

@@ -188,9 +188,36 @@ def summary(report: Report) -> dict:
     return out
 
 
-def side_by_side(mine: Report, reference: Report | None, labels=("yours", "reference")) -> str:
-    """The figures of two runs on the same inputs, one row per figure, then the first run's findings."""
-    runs = [summary(mine)] + ([summary(reference)] if reference is not None else [])
+def profile_of(report: Report) -> dict:
+    """What a traced run tells about memory: its summary and its findings (JSON-able)."""
+    return {"summary": summary(report), "findings": report.findings}
+
+
+SUMMARY_KEYS = ("launches", "load_requests", "load_sectors_per_request", "load_efficiency", "store_requests",
+                "store_sectors_per_request", "store_efficiency", "load_bytes_moved", "load_bytes_min",
+                "store_bytes_moved", "store_bytes_min", "shared_requests", "shared_ways")
+
+
+def checked_profile(d) -> dict | None:
+    """A profile from a process that ran learner code: numbers stay numbers, findings stay short
+    texts, anything else is dropped. A profile never changes a grade; it is only shown."""
+    if not isinstance(d, dict) or not isinstance(d.get("summary"), dict):
+        return None
+    out = {}
+    for key in SUMMARY_KEYS:
+        v = d["summary"].get(key)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+        out[key] = v if ok else (0 if key in ("launches", "load_bytes_min", "store_bytes_min", "load_bytes_moved",
+                                             "store_bytes_moved", "load_requests", "store_requests",
+                                             "shared_requests") else None)
+    findings = [str(f)[:600] for f in (d.get("findings") or []) if isinstance(f, str)][:12]
+    return {"summary": out, "findings": findings}
+
+
+def side_by_side(mine: dict, reference: dict | None, labels=("yours", "reference")) -> str:
+    """Two profiles (``profile_of``) of runs on the same inputs, one row per figure, then the
+    findings where the first does worse than the second."""
+    runs = [mine["summary"]] + ([reference["summary"]] if reference is not None else [])
 
     def cell(v, fmt) -> str:
         return "-" if v is None else fmt(v)
@@ -213,7 +240,7 @@ def side_by_side(mine: Report, reference: Report | None, labels=("yours", "refer
     findings = worse_than(mine, reference)
     if findings:
         lines += ["What to look at:"] + [f"  - {f}" for f in findings]
-    elif mine.findings:
+    elif mine["findings"]:
         lines.append("Your kernels use memory about as well as the reference on this case (where both fall short of "
                      "whole sectors, the case's shape is the reason: rows that do not start on a sector, say).")
     else:
@@ -221,12 +248,12 @@ def side_by_side(mine: Report, reference: Report | None, labels=("yours", "refer
     return "\n".join(lines)
 
 
-def worse_than(mine: Report, reference: Report | None) -> list:
-    """The findings of ``mine`` where it does worse than ``reference`` on the same inputs: the
-    reference's own figures show what the case's shape costs any kernel (small or odd sizes)."""
+def worse_than(mine: dict, reference: dict | None) -> list:
+    """The findings of profile ``mine`` where it does worse than ``reference`` on the same inputs:
+    the reference's own figures show what the case's shape costs any kernel (small or odd sizes)."""
     if reference is None:
-        return mine.findings
-    a, b = summary(mine), summary(reference)
+        return list(mine["findings"])
+    a, b = mine["summary"], reference["summary"]
 
     def worse(kind: str) -> bool:
         if kind == "shared":
@@ -237,7 +264,7 @@ def worse_than(mine: Report, reference: Report | None) -> list:
         return a[f"{kind}_efficiency"] < 0.9 * (b[f"{kind}_efficiency"] or 1.0) or moved > 1.25 * least
 
     kept = []
-    for f in mine.findings:
+    for f in mine["findings"]:
         kind = "shared" if "shared array" in f else "store" if (" stores " in f or "atomic" in f) else \
             "load" if " loads " in f else None
         if kind is None or worse(kind):
@@ -339,7 +366,7 @@ class Tracer:
 
         tracer = self
         sim_dir = os.path.dirname(os.path.abspath(kmod.__file__)) + os.sep
-        here = os.path.abspath(__file__)
+        here = os.path.abspath(globals().get("__file__", "<grader memtrace>"))  # a grader's runner execs this source
         tables = self._tables
         get_frame = sys._getframe
         current_thread = threading.current_thread

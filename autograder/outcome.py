@@ -18,6 +18,7 @@ class ExerciseResult:
     cases: list[str] = field(default_factory=list)
     timing: dict | None = None
     flags: list[str] = field(default_factory=list)
+    profile: dict | None = None  # --profile: how its kernels and the reference's use memory (never scored)
 
     @property
     def score(self) -> float:
@@ -41,7 +42,23 @@ class ExerciseResult:
         out.flags = [str(f)[:1000] for f in (d.get("flags") or [])][:20]
         timing = d.get("timing")
         out.timing = timing if isinstance(timing, dict) else None
+        out.profile = _profile(d.get("profile"))
         return out
+
+
+def _profile(d) -> dict | None:
+    """A profile as the judge composed it, its parts checked (see memtrace.checked_profile)."""
+    from .memtrace import checked_profile
+
+    if not isinstance(d, dict):
+        return None
+    if d.get("error"):
+        return {"error": str(d["error"])[:500]}
+    case = d.get("case") if isinstance(d.get("case"), dict) else {}
+    return {"case": {str(k)[:40]: v for k, v in list(case.items())[:8] if isinstance(v, int) and not isinstance(v, bool)},
+            "yours": checked_profile(d.get("yours")), "reference": checked_profile(d.get("reference")),
+            "findings": [str(f)[:600] for f in (d.get("findings") or []) if isinstance(f, str)][:12],
+            "text": str(d.get("text", ""))[:6000]}
 
 
 def _points(value, maximum: float) -> float:

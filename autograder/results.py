@@ -123,17 +123,21 @@ def gradescope_json(res: SubmissionResult, *, cases: str = "visible", lab: Lab |
                         f"in test {i}.3 ({cases.replace('_', ' ')})."
             else:
                 shown = table
+            profile = e.profile or {}
+            traced = (f"\n\n```\n{profile['text']}\n```" if profile.get("text") else
+                      f"\n\nProfile: {profile['error']}" if profile.get("error") else "")
             tests.append({
                 "name": f"{e.name}: correctness ({e.title})",
                 "number": f"{i}.1",
                 "score": e.correctness,
                 "max_score": e.max_correctness,
                 "status": "passed" if e.passed else "failed",
-                "output": (e.message + ("\n\n" + shown if shown else "")).strip(),
+                "output": (e.message + ("\n\n" + shown if shown else "") + traced).strip(),
                 "output_format": "md",
                 "tags": [e.name, "correctness"],
                 "visibility": "visible",
-                "extra_data": {"exercise": e.name, "part": "correctness"},
+                "extra_data": {"exercise": e.name, "part": "correctness",
+                               **({"profile": e.profile} if e.profile else {})},
             })
         if e.max_speed and f"{e.name}/speed" not in skipped:
             t = e.timing or {}

@@ -908,6 +908,20 @@ class Runner:
         self.guarded = not (job.get("trusted") or self.local)
         # Before any learner code runs: barriers the simulator would let diverge fail the call.
         self.barriers = None if self.gpu else strict_barriers()
+        self.memtrace = None  # --profile: the grader's memory-access tracer (memtrace.py), loaded first
+
+    def load_memtrace(self, source: str) -> None:
+        """The judge's copy of memtrace.py, as a module of its own (the sandbox holds no other
+        file of the grader). What it reports is only shown, never graded."""
+        import types
+
+        module = types.ModuleType("grader_memtrace")
+        sys.modules["grader_memtrace"] = module  # dataclasses look their module up
+        try:
+            exec(compile(source, "<grader memtrace>", "exec"), module.__dict__)
+        finally:
+            del sys.modules["grader_memtrace"]
+        self.memtrace = module
 
     # -- loading
     def load(self) -> dict:
@@ -924,6 +938,8 @@ class Runner:
                 __import__(lib)
             except Exception:  # noqa: BLE001 - a library missing here is reported when used
                 pass
+        if job.get("memtrace") and not self.gpu:
+            self.load_memtrace(job["memtrace"])
         if job.get("trusted"):  # the lab's own reference implementations (never sandboxed)
             import importlib
 
@@ -1091,7 +1107,12 @@ class Runner:
             for i, copy in private:
                 args[i] = copy[0]
             leaks = _Leaks() if msg.get("check_leaks") and self.gpu else None
-            self._run(fn, args, leaks)
+            tracer = self.memtrace.trace() if msg.get("profile") and self.memtrace is not None else None
+            if tracer is not None:
+                with tracer:
+                    self._run(fn, args, leaks)
+            else:
+                self._run(fn, args, leaks)
             self.synchronize()
             self._copy_back(private)
             problem = self.barrier_problem()
@@ -1108,7 +1129,13 @@ class Runner:
             return {"ok": False, "error": self.barrier_problem() or self.describe(exc, msg)}
         finally:
             self._unpin()
-        return {"ok": True, "faults": faults}
+        reply = {"ok": True, "faults": faults}
+        if tracer is not None:
+            try:
+                reply["profile"] = self.memtrace.profile_of(tracer.report())
+            except Exception as exc:  # noqa: BLE001 - a profile that fails is left out, the call stands
+                reply["profile"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        return reply
 
     def barrier_problem(self) -> str:
         """A barrier divergence (simulator) since the last time asked, or ''."""

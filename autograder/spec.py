@@ -115,6 +115,12 @@ class Exercise:
     def max_points(self) -> float:
         return self.points + (self.speed.points if self.speed else 0.0)
 
+    def largest_case(self, simulator: bool) -> Params:
+        """The correctness case with the most input elements: the one a profile traces."""
+        rng = np.random.default_rng(0)
+        return max(self.cases(simulator), key=lambda p: sum(np.size(v) for v in self.inputs(p, rng).values()
+                                                            if isinstance(v, np.ndarray)))
+
 
 @dataclass
 class Assessment:

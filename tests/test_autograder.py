@@ -494,6 +494,59 @@ def test_check_profile_traces_yours_and_the_reference_and_names_the_stride(capsy
     assert "What to look at:" in printed
 
 
+@simulator_only
+def test_grade_profile_traces_in_the_runners_and_changes_no_grade(tmp_path):
+    """`grade --profile` (simulator) traces the learner's kernels in its sandboxed runner and the
+    reference in its own, and puts the comparison in the feedback; the grade is the one a run
+    without --profile gives."""
+    sub = tmp_path / "naive.py"
+    sub.write_text(textwrap.dedent("""
+        from numba import cuda
+
+
+        @cuda.jit
+        def naive_kernel(a, out):
+            r, c = cuda.grid(2)
+            if r < a.shape[0] and c < a.shape[1]:
+                out[c, r] = a[r, c]
+
+
+        def transpose_tiled(a, out):
+            naive_kernel[((a.shape[0] + 15) // 16, (a.shape[1] + 15) // 16), (16, 16)](a, out)
+        """))
+    books = {}
+    for flag in ([], ["--profile"]):
+        out = tmp_path / f"out{len(flag)}"
+        autograder("grade", "--lab", "memory_access", "--exercise", "transpose_tiled", "--simulator", "--seed", SEED,
+                   "--out", str(out), *flag, str(sub))
+        books[bool(flag)] = gradebook(out)["naive"]
+        test = json.loads((out / "naive" / "results.json").read_text())["tests"][0]
+        assert ("profile" in test["extra_data"]) == bool(flag)
+    assert books[True] == books[False] and float(books[True]["transpose_tiled"]) == 2
+    profile = test["extra_data"]["profile"]
+    assert profile["yours"]["summary"]["load_sectors_per_request"] > 3 * profile["reference"]["summary"]["load_sectors_per_request"]
+    assert any("`a`" in f and f"{profile['case']['cols']} apart" in f for f in profile["findings"]), profile
+    assert "What to look at:" in test["output"] and "reference" in test["output"]
+
+
+def test_a_profile_from_a_runner_is_checked_for_form():
+    """A runner is the learner's process: what it reports as a profile keeps numbers and short texts only."""
+    from autograder.memtrace import SUMMARY_KEYS, checked_profile
+    from autograder.outcome import _profile
+
+    forged = {"summary": {"launches": "many", "load_sectors_per_request": float("nan"), "load_efficiency": -3,
+                          "shared_ways": True, "store_requests": 10**6, "extra": "x" * 10**6},
+              "findings": ["ok", 7, "y" * 5000] + ["z"] * 50}
+    got = checked_profile(forged)
+    assert set(got["summary"]) == set(SUMMARY_KEYS) and got["summary"]["store_requests"] == 10**6
+    assert got["summary"]["launches"] == 0 and got["summary"]["load_sectors_per_request"] is None
+    assert got["summary"]["load_efficiency"] is None and got["summary"]["shared_ways"] is None
+    assert got["findings"][0] == "ok" and len(got["findings"][1]) == 600 and len(got["findings"]) == 12
+    assert checked_profile("junk") is None and checked_profile({"summary": 3}) is None
+    assert _profile({"case": {"n": 5, "x": "big"}, "yours": forged, "text": "t" * 10**5})["case"] == {"n": 5}
+    assert len(_profile({"text": "t" * 10**5})["text"]) == 6000 and _profile([1]) is None
+
+
 def test_timing_inputs_drawn_ahead_are_the_ones_drawn_in_line():
     """On a GPU the judge draws each timed exercise's pool on a thread, one exercise ahead; the
     values and the float64 reference of the first set are those drawn in line, and a pool the
