@@ -26,8 +26,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.g
 # Test files whose tests share a module- or session-wide fixture (a graded bank, a built site, a
 # virtual environment): under pytest-xdist (`make test` runs two workers) each such file runs on
 # one worker, so the fixture is built once. Other tests are spread one by one.
-SHARED_FIXTURES = {"test_attacks", "test_autograder", "test_class", "test_handoff", "test_inflight_batching",
-                   "test_install", "test_policy_grading", "test_serving", "test_site", "test_slurm"}
+# Largest first: they are handed out first, and the single tests fill in behind them.
+SHARED_FIXTURES = ("test_attacks", "test_autograder", "test_inflight_batching", "test_class", "test_policy_grading",
+                   "test_site", "test_handoff", "test_install", "test_slurm", "test_serving")
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -48,6 +49,9 @@ WHOLE_MACHINE_FIXTURES = {"machine", "planted"}
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a GPU (simulator mode)")
     skip_multi = pytest.mark.skip(reason="needs two or more GPUs")
+    # The shared-fixture files first, largest first (a stable sort: each file keeps its order).
+    rank = {name: i for i, name in enumerate(SHARED_FIXTURES)}
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).stem, len(rank)))
     for item in items:
         if WHOLE_MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.whole_machine)
