@@ -573,12 +573,7 @@ class StrictBarriers:
                 try:
                     self._f(*args)
                 except Exception as e:  # noqa: BLE001 - kept as the simulator keeps a thread's error
-                    where = f"tid={list(t.threadIdx)} ctaid={list(t.blockIdx)}"
-                    try:
-                        named = type(e)(f"{where}: {e}" if str(e) else where)
-                    except Exception:  # noqa: BLE001 - an exception type that takes other arguments
-                        named = e
-                    t.exception = (named, e.__traceback__)
+                    t.exception = (named(t, e), e.__traceback__)
                 finally:
                     with arrivals:
                         self.ended += 1
@@ -620,20 +615,24 @@ class StrictBarriers:
                     try:
                         self._f(*args)
                     except Exception as e:  # noqa: BLE001 - reported as the simulator reports a thread's error
-                        if isinstance(e, InTurn.Barrier):
+                        if isinstance(e, InTurn.Barrier):  # kept, as a divergence is: a caught one still fails
+                            barriers.found = barriers.found or str(e)
                             raise BarrierDivergence(str(e)) from None
-                        where = f"tid={list(t.threadIdx)} ctaid={list(t.blockIdx)}"
-                        try:
-                            named = type(e)(f"{where}: {e}" if str(e) else where)
-                        except Exception:  # noqa: BLE001 - an exception type that takes other arguments
-                            named = e
-                        t.exception = (named, e.__traceback__)
+                        t.exception = (named(t, e), e.__traceback__)
                         raise thread_error(t) from None
             finally:
                 if own is not None:
                     active[me] = own
                 else:
                     active.pop(me, None)
+
+        def named(t, e: BaseException) -> BaseException:
+            """The error as the simulator words a thread's: its thread and block first."""
+            where = f"tid={list(t.threadIdx)} ctaid={list(t.blockIdx)}"
+            try:
+                return type(e)(f"{where}: {e}" if str(e) else where)
+            except Exception:  # noqa: BLE001 - an exception type that takes other arguments
+                return e
 
         def thread_error(t) -> BaseException:
             """The error a thread raised, saying which thread of which block in the course's words
@@ -688,7 +687,6 @@ class StrictBarriers:
                           (threading_module, "current_thread", threading_module.current_thread)]
 
     TAMPERED = "the CUDA simulator's barrier check was changed by the submission's code: it cannot be graded"
-
 
     def intact(self) -> bool:
         return all(vars(owner).get(name) is value for owner, name, value in self._expected)

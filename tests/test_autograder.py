@@ -415,7 +415,7 @@ def test_simulator_runs_the_threads_of_a_barrier_free_kernel_in_turn():
     thread each; and a thread's error still names the thread and the block."""
     import time
 
-    from autograder.runner import InTurn, independent_threads, strict_barriers
+    from autograder.runner import independent_threads, strict_barriers
 
     strict_barriers()
     kernels = {}  # defined as a learner's module defines them: the simulator swaps its global `cuda`
@@ -444,6 +444,10 @@ def test_simulator_runs_the_threads_of_a_barrier_free_kernel_in_turn():
         @cuda.jit
         def reads_past_the_end(x):
             x[cuda.grid(1) + 1] += 1.0
+
+        @cuda.jit
+        def waits_through_an_argument(x, wait):
+            wait()
         """), kernels)
     saxpy, reads_past_the_end = kernels["saxpy"], kernels["reads_past_the_end"]
     via_device_function, unnamed = kernels["via_device_function"], kernels["unnamed"]
@@ -458,8 +462,15 @@ def test_simulator_runs_the_threads_of_a_barrier_free_kernel_in_turn():
     assert not independent_threads(via_device_function.py_func) and not independent_threads(unnamed.py_func)
     with pytest.raises(IndexError, match=r"in thread \(31, 0, 0\) of block \(0, 0, 0\)"):
         reads_past_the_end[1, 32](np.zeros(32, np.float32))
-    with pytest.raises(InTurn.Barrier, match="by its name"):
-        InTurn(None, None, 0).syncthreads()
+    import threading
+
+    from autograder.runner import BarrierDivergence
+
+    barriers = strict_barriers()
+    barriers.problem()
+    with pytest.raises(BarrierDivergence, match="by its name"):  # a barrier the scan could not see
+        kernels["waits_through_an_argument"][1, 32](x, lambda: threading.current_thread().syncthreads())
+    assert "by its name" in barriers.problem()  # kept for the grade, even where the learner catches it
 
 
 @simulator_only
