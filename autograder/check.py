@@ -191,8 +191,7 @@ def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
         finally:
             ref_judge.close()
     yours, reference = profile_of(mine.report()), (profile_of(ref.report()) if ref is not None else None)
-    print(f"Profile ({describe(params)}, traced in the simulator: what a GPU's memory system would see):")
-    print(side_by_side(yours, reference))
+    print(side_by_side(describe(params), yours, reference))
     return {"case": dict(params), "yours": yours["summary"], "findings": worse_than(yours, reference),
             "reference": reference["summary"] if reference is not None else None}
 

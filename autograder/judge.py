@@ -589,8 +589,7 @@ class Judge:
             return {"error": "could not trace it: no profile came back"}
         return {"case": dict(params), "yours": yours, "reference": reference,
                 "findings": worse_than(yours, reference),
-                "text": f"Profile ({describe(params)}, traced in the CUDA simulator: what a GPU's memory system "
-                        f"would see):\n" + side_by_side(yours, reference)}
+                "text": side_by_side(describe(params), yours, reference)}
 
     def pristine_copies(self, bufs, names) -> dict:
         """On a GPU, a device copy of each input the call must not change, where memory allows:

@@ -214,9 +214,9 @@ def checked_profile(d) -> dict | None:
     return {"summary": out, "findings": findings}
 
 
-def side_by_side(mine: dict, reference: dict | None, labels=("yours", "reference")) -> str:
-    """Two profiles (``profile_of``) of runs on the same inputs, one row per figure, then the
-    findings where the first does worse than the second."""
+def side_by_side(case: str, mine: dict, reference: dict | None, labels=("yours", "reference")) -> str:
+    """Two profiles (``profile_of``) of runs on the same inputs (``case``), one row per figure,
+    then the findings where the first does worse than the second."""
     runs = [mine["summary"]] + ([reference["summary"]] if reference is not None else [])
 
     def cell(v, fmt) -> str:
@@ -231,7 +231,8 @@ def side_by_side(mine: dict, reference: dict | None, labels=("yours", "reference
             ("  bytes used / moved", "store_efficiency", lambda v: f"{v:.0%}"),
             ("shared: requests", "shared_requests", lambda v: f"{v:,}"),
             ("  ways per request", "shared_ways", lambda v: f"{v:.1f}")]
-    lines = [f"  {'':<26}" + "".join(f"{label:>12}" for label in labels[:len(runs)])]
+    lines = [f"Profile ({case}, traced in the CUDA simulator: what a GPU's memory system would see):",
+             f"  {'':<26}" + "".join(f"{label:>12}" for label in labels[:len(runs)])]
     for title, key, fmt in rows:
         lines.append(f"  {title:<26}" + "".join(f"{cell(r.get(key), fmt):>12}" for r in runs))
     for kind in ("load", "store"):

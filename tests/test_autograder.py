@@ -473,6 +473,23 @@ def test_simulator_runs_the_threads_of_a_barrier_free_kernel_in_turn():
     assert "by its name" in barriers.problem()  # kept for the grade, even where the learner catches it
 
 
+# The memory_access lab's transpose written the naive way: neighbouring threads read `a` down a column.
+NAIVE_TRANSPOSE = textwrap.dedent("""
+    from numba import cuda
+
+
+    @cuda.jit
+    def naive_kernel(a, out):
+        r, c = cuda.grid(2)
+        if r < a.shape[0] and c < a.shape[1]:
+            out[c, r] = a[r, c]
+
+
+    def transpose_tiled(a, out):
+        naive_kernel[((a.shape[0] + 15) // 16, (a.shape[1] + 15) // 16), (16, 16)](a, out)
+    """)
+
+
 @simulator_only
 def test_check_profile_traces_yours_and_the_reference_and_names_the_stride(capsys):
     """check(fn, profile=True) in simulator mode traces the memory accesses of the learner's kernels
@@ -482,18 +499,7 @@ def test_check_profile_traces_yours_and_the_reference_and_names_the_stride(capsy
     from autograder import checker
 
     kernels = {}
-    exec(textwrap.dedent("""
-        from numba import cuda
-
-        @cuda.jit
-        def naive_kernel(a, out):
-            r, c = cuda.grid(2)
-            if r < a.shape[0] and c < a.shape[1]:
-                out[c, r] = a[r, c]
-
-        def transpose_tiled(a, out):
-            naive_kernel[((a.shape[0] + 15) // 16, (a.shape[1] + 15) // 16), (16, 16)](a, out)
-        """), kernels)
+    exec(NAIVE_TRANSPOSE, kernels)
     result = checker("memory_access")(kernels["transpose_tiled"], profile=True)
     printed = capsys.readouterr().out
     assert result.passed and result.profile is not None, printed
@@ -511,20 +517,7 @@ def test_grade_profile_traces_in_the_runners_and_changes_no_grade(tmp_path):
     reference in its own, and puts the comparison in the feedback; the grade is the one a run
     without --profile gives."""
     sub = tmp_path / "naive.py"
-    sub.write_text(textwrap.dedent("""
-        from numba import cuda
-
-
-        @cuda.jit
-        def naive_kernel(a, out):
-            r, c = cuda.grid(2)
-            if r < a.shape[0] and c < a.shape[1]:
-                out[c, r] = a[r, c]
-
-
-        def transpose_tiled(a, out):
-            naive_kernel[((a.shape[0] + 15) // 16, (a.shape[1] + 15) // 16), (16, 16)](a, out)
-        """))
+    sub.write_text(NAIVE_TRANSPOSE)
     books = {}
     for flag in ([], ["--profile"]):
         out = tmp_path / f"out{len(flag)}"
