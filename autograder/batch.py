@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from .collect import submission_names
-from .grade import grade_submission
+from .grade import JudgeSession, grade_submission
 from .outcome import ExerciseResult, SubmissionResult
 from .results import (RECORD, atomic_write, digest, read_record, read_results, read_shard, write_gradebook,
                       write_record, write_result)
@@ -159,7 +159,19 @@ def _grade_all(lab, names, sources, out_dir, *, simulator, gpus, force, seed, sa
     book_lock = threading.Lock()
     stopped: list[str] = []
 
+    for stale in out_dir.glob(".tmp-judge-*"):  # a killed run's judges' files
+        shutil.rmtree(stale, ignore_errors=True)
+
     def run(slot: int, gpu: str | None) -> None:
+        # One judge per worker grades its submissions one after another (see JudgeSession).
+        session = JudgeSession(gpu=gpu, simulator=simulator, tmp=out_dir / f".tmp-judge-{slot}")
+        try:
+            work_on(slot, gpu, session)
+        finally:
+            session.close()
+            shutil.rmtree(out_dir / f".tmp-judge-{slot}", ignore_errors=True)
+
+    def work_on(slot: int, gpu: str | None, session: JudgeSession) -> None:
         while not stopped:
             try:
                 name, path = jobs.get_nowait()
@@ -170,7 +182,7 @@ def _grade_all(lab, names, sources, out_dir, *, simulator, gpus, force, seed, sa
                 res = grade_submission(lab, path, seed=seed, simulator=simulator, gpu=gpu, work_dir=work,
                                        sanitize=sanitize, timeout=timeout, exercises=exercises,
                                        memory_limit_gb=memory_limit_gb, sandboxed=sandboxed, slot=slot,
-                                       profile=profile)
+                                       profile=profile, session=session)
             except OSError as exc:  # the output folder failed under us (a full disk): stop, keep what is done
                 stopped.append(f"could not write the results of {name}: {exc.strerror or exc}")
                 return

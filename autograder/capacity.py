@@ -1,4 +1,4 @@
-"""Capacity, the figure of merit of the scheduling labs (Lab 11 batching, Lab 16
+"""Capacity, the figure of merit of the scheduling labs (Lab 12 batching, Lab 17
 inflight_batching): the highest arrival rate at which a policy still meets its service
 objective, found on one trace played faster and faster.
 

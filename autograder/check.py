@@ -130,9 +130,11 @@ def checker(lab_name: str):
                       "Fix the failing cases first; speed is measured once all pass.")
                 return result
             print(f"Correctness: all {len(result.cases)} cases pass ({ex.points:g} point{'s' * (ex.points != 1)}).")
-            if profile:
+            if profile and simulator:
                 result.profile = _profile(lab, ex, judge, proc, rng, simulator)
             if not (speed and ex.speed):
+                if profile and not simulator:
+                    result.profile = _nsight(lab, ex, fn)
                 return result
             if simulator:
                 print("Speed: not measured: the CUDA simulator does not time kernels." if ex.backend != "torch"
@@ -142,6 +144,8 @@ def checker(lab_name: str):
         finally:
             judge.close()
         result.speed = s
+        if profile:  # after timing, in processes of its own: the profiler replays each kernel
+            result.profile = _nsight(lab, ex, fn)
         if not s.measured:
             print(f"Speed: {s.message}.")
             return result
@@ -169,10 +173,6 @@ WIDTH = 88  # columns: a printout this wide fits the page
 def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
     """check(profile=True): the learner's function and the lab's reference on the largest case,
     their memory accesses traced in the simulator (``memtrace``), side by side."""
-    if not simulator:
-        print("Profile: on a GPU, profile with Nsight Compute (chapter 7 shows how); the traced analysis "
-              "here runs in simulator mode.")
-        return None
     if ex.backend != "numba":
         print("Profile: the simulator traces Numba kernels only.")
         return None
@@ -194,6 +194,52 @@ def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
     print(side_by_side(describe(params), yours, reference))
     return {"case": dict(params), "yours": yours["summary"], "findings": worse_than(yours, reference),
             "reference": reference["summary"] if reference is not None else None}
+
+
+REPORTS = "profiles"  # where check(profile=True) keeps Nsight Compute's report files, beside the notebook
+
+
+def _nsight(lab, ex, fn) -> dict | None:
+    """check(profile=True) on a GPU: the function (sent as source, with what it uses) and the
+    reference, each run once at the timing size under Nsight Compute, side by side."""
+    import os
+
+    from .nsight import ncu_path
+    from .shipping import source_of
+
+    if ncu_path() is None:
+        print("Profile: Nsight Compute (ncu) is not installed here; it comes with the CUDA toolkit.")
+        return None
+    try:
+        code = source_of(fn)
+    except TypeError as exc:
+        print(f"Profile: {exc}")
+        return None
+    if fn.__name__ != ex.name:
+        code += f"\n{ex.name} = {fn.__name__}\n"
+    cells = [{"code": code, "filename": "<your function>", "exercise": ex.name, "defines": [ex.name]}]
+    opts = Options(simulator=False, seed=int(np.random.default_rng().integers(2**62)), timeout=600.0,
+                   sandboxed=False, profile=True)
+    os.makedirs(REPORTS, exist_ok=True)
+    report = os.path.abspath(os.path.join(REPORTS, ex.name))  # the runner works in a folder of its own
+    judge = Judge(lab, opts, cells=cells)
+    try:
+        prof = judge.nsight_profile(ex, 0, report=report)
+    finally:
+        judge.close()
+    if prof.get("error"):
+        print(f"Profile: {prof['error']}")
+        return prof
+    lines = [prof["text"]]
+    if prof["findings"]:
+        lines.append("What to look at:")
+        lines += [textwrap.fill(f, WIDTH, initial_indent="  - ", subsequent_indent="    ") for f in prof["findings"]]
+    else:
+        lines.append("Nothing in these counters is worse than the reference's.")
+    lines.append(f"The full report: {os.path.join(REPORTS, ex.name)}.ncu-rep (open it in Nsight Compute's "
+                 "user interface).")
+    print("\n".join(lines))
+    return prof
 
 
 def _print_case(label: str, status: str, err: str, note: str) -> None:

@@ -57,7 +57,11 @@ def cmd_grade(args) -> int:
     if args.sanitize and simulator:
         raise SystemExit("autograder: --sanitize needs a GPU (compute-sanitizer checks real kernels)")
     if args.profile and not simulator:
-        raise SystemExit("autograder: --profile traces kernels in the CUDA simulator: add --simulator")
+        from .nsight import ncu_path
+
+        if ncu_path() is None:
+            raise SystemExit("autograder: --profile on a GPU needs Nsight Compute (ncu, part of the CUDA toolkit); "
+                             "add --simulator for the simulator's traced analysis")
     for flag, value in (("--timeout", args.timeout), ("--memory-limit", args.memory_limit)):
         if value is not None and not value > 0:
             raise SystemExit(f"autograder: {flag} must be a positive number of "
@@ -319,8 +323,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--shard", help="I/N: grade only shard I of N (for Slurm job arrays)")
     g.add_argument("--simulator", action="store_true", help="grade in the CUDA simulator even with a GPU")
     g.add_argument("--profile", action="store_true",
-                   help="with --simulator: trace the memory accesses of each passing Numba exercise and of the "
-                        "reference on the largest case, into the feedback (never scored)")
+                   help="profile each passing exercise and the reference, into the feedback (never scored): on a "
+                        "GPU with Nsight Compute at the timing size; with --simulator, the traced memory accesses of "
+                        "Numba kernels on the largest case")
     g.add_argument("--seed", type=int, help="fix the input seed (reproduce a run; keep it secret)")
     g.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
     g.add_argument("--timeout", type=float, help="seconds per exercise (default: the lab's)")

@@ -8,6 +8,7 @@ given reaches the judge.
 """
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field
 
@@ -126,6 +127,11 @@ class Buf:
                 "dtype": np.dtype(self.dtype).str, "where": self.where, "name": name}
 
 
+# Chunk ids are unique in the process, not per arena: a reference runner that outlives one
+# submission's arena (a judge grading several) never mistakes a new chunk for an old one.
+_CHUNK_IDS = itertools.count(1)
+
+
 @dataclass
 class Arena:
     """Chunks of shared memory, each carved into aligned arrays. ``device`` is False in the
@@ -134,11 +140,9 @@ class Arena:
     device: bool
     exportable: bool = True  # False in check(): nothing is shared with another process
     chunks: dict = field(default_factory=dict)
-    next_id: int = 1
 
     def chunk(self, size: int, host: bool = False) -> int:
-        cid = self.next_id
-        self.next_id += 1
+        cid = next(_CHUNK_IDS)
         self.chunks[cid] = DeviceChunk(size, self.exportable) if (self.device and not host) \
             else HostChunk(size, self.exportable)
         return cid

@@ -36,7 +36,8 @@ class JudgeFailed(Exception):
 def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: str | None = None,
                      work_dir: Path, sanitize: str | None = None, timeout: float | None = None,
                      exercises: list[str] | None = None, memory_limit_gb: float | None = None,
-                     sandboxed: bool = True, slot: int = 0, profile: bool = False) -> SubmissionResult:
+                     sandboxed: bool = True, slot: int = 0, profile: bool = False,
+                     session: JudgeSession | None = None) -> SubmissionResult:
     started = time.monotonic()
     timeout = timeout or lab.timeout_s
     memory_limit_gb = memory_limit_gb or lab.memory_limit_gb
@@ -70,14 +71,18 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
     # Each exercise may take its timeout for the cases and again for timing; plus starting up.
     deadline = 120.0 + len(wanted) * (3 * timeout + 60.0)
     tail = ""
-    # The judge's temporary files live here, not in /tmp: what a killed run leaves is removed
-    # when the submission is graded again.
-    scratch = work_dir / ".tmp"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir()
+    scratch = None
     try:
-        reply = run_judge(job, gpu=gpu, simulator=simulator, deadline=deadline, log=work_dir / "judge.log",
-                          tmp=scratch)
+        if session is not None:
+            reply = session.grade(job, deadline=deadline, log=work_dir / "judge.log")
+        else:
+            # The judge's temporary files live here, not in /tmp: what a killed run leaves is
+            # removed when the submission is graded again.
+            scratch = work_dir / ".tmp"
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir()
+            reply = run_judge(job, gpu=gpu, simulator=simulator, deadline=deadline, log=work_dir / "judge.log",
+                              tmp=scratch)
         by_name = {d.get("name"): d for d in reply.get("exercises", []) if isinstance(d, dict)}
         for i, r in enumerate(results):
             if r.name in by_name:
@@ -92,54 +97,96 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
             r.passed = False
             r.message = f"the grader failed on this submission: {exc}"
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return SubmissionResult(path.name, lab.name, mode, results, time.monotonic() - started, log_tail=tail,
                             notes=notes)
 
 
+class JudgeSession:
+    """One judge process that grades submission after submission for one worker (one GPU): it
+    keeps the reference's runner, with its kernels compiled, and the timing inputs of the run's
+    seed. A judge that fails, hangs or answers nonsense is killed with its runners, and the next
+    submission gets a fresh one. ``tmp``: its temporary files (not /tmp: a killed run's are
+    removed by the next run)."""
+
+    def __init__(self, *, gpu: str | None, simulator: bool, tmp: Path | None = None) -> None:
+        self.gpu, self.simulator, self.tmp = gpu, simulator, tmp
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+
+    def _start(self, log: Path) -> None:
+        parent, child = socket.socketpair()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_") or k == "AUTOGRADER_BWRAP"}
+        env.update(NUMBA_ENABLE_CUDASIM="1" if self.simulator else "0", PYTHONUNBUFFERED="1",
+                   # every kernel of the judge loaded at once: loading one later, while its stream
+                   # waits on a runner, would wait for the device
+                   CUDA_MODULE_LOADING="EAGER")
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpu
+        if self.tmp is not None:
+            Path(self.tmp).mkdir(parents=True, exist_ok=True)
+            env["TMPDIR"] = str(self.tmp)
+        with open(log, "ab") as out:
+            # The judge dies with the grader (its runners die with it in turn): killing the grader
+            # leaves nothing running.
+            self.proc = subprocess.Popen([sys.executable, "-m", "autograder.judge", str(child.fileno())],
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=[child.fileno()],
+                                         env=env, cwd=str(ROOT), start_new_session=True, preexec_fn=die_with_parent)
+        child.close()
+        self.sock = parent
+
+    def grade(self, job: dict, *, deadline: float, log: Path) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            self._start(log)
+        try:
+            data = json.dumps(dict(job, log=str(log))).encode()
+            self.sock.sendall(struct.pack("<Q", len(data)) + data)
+            end = time.monotonic() + deadline
+            head = _read(self.sock, 8, end, self.proc)
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_JUDGE_REPLY:
+                raise JudgeFailed("its answer was too large")
+            reply = json.loads(_read(self.sock, n, end, self.proc))
+            if not isinstance(reply, dict):
+                raise JudgeFailed("its answer was not understood")
+            return reply
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise JudgeFailed(f"{type(exc).__name__}: {exc}"[:300]) from None
+        except JudgeFailed:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """End the judge: it closes the runners it kept and exits; killed if it does not."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait()
+            self.proc = None
+
+
 def run_judge(job: dict, *, gpu: str | None, simulator: bool, deadline: float, log: Path,
               tmp: Path | None = None) -> dict:
-    parent, child = socket.socketpair()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_") or k == "AUTOGRADER_BWRAP"}
-    env.update(NUMBA_ENABLE_CUDASIM="1" if simulator else "0", PYTHONUNBUFFERED="1",
-               # every kernel of the judge loaded at once: loading one later, while its stream
-               # waits on a runner, would wait for the device
-               CUDA_MODULE_LOADING="EAGER")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
-    if tmp is not None:
-        env["TMPDIR"] = str(tmp)
-    with open(log, "ab") as out:
-        # The judge dies with the grader (its runners die with it in turn): killing the grader
-        # leaves nothing running.
-        proc = subprocess.Popen([sys.executable, "-m", "autograder.judge", str(child.fileno())],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=[child.fileno()],
-                                env=env, cwd=str(ROOT), start_new_session=True, preexec_fn=die_with_parent)
-    child.close()
+    """One submission in a judge of its own."""
+    session = JudgeSession(gpu=gpu, simulator=simulator, tmp=tmp)
     try:
-        data = json.dumps(job).encode()
-        parent.sendall(struct.pack("<Q", len(data)) + data)
-        end = time.monotonic() + deadline
-        head = _read(parent, 8, end, proc)
-        (n,) = struct.unpack("<Q", head)
-        if n > MAX_JUDGE_REPLY:
-            raise JudgeFailed("its answer was too large")
-        reply = json.loads(_read(parent, n, end, proc))
-        if not isinstance(reply, dict):
-            raise JudgeFailed("its answer was not understood")
-        proc.wait(timeout=60)
-        return reply
-    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-        raise JudgeFailed(f"{type(exc).__name__}: {exc}"[:300]) from None
+        return session.grade(job, deadline=deadline, log=log)
     finally:
-        parent.close()
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+        session.close()
 
 
 def _read(sock: socket.socket, n: int, end: float, proc: subprocess.Popen) -> bytes:

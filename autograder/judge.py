@@ -233,6 +233,18 @@ class LocalTarget(Target):
 
 
 # --------------------------------------------------------------------------- the judge
+# A judge that grades submission after submission (``serve``) keeps the reference's runner:
+# (lab, simulator, profiling) -> (RunnerProcess, its hello read).
+KEEP_REFERENCE = [False]
+_KEPT_REFERENCE: dict = {}
+
+
+def close_kept() -> None:
+    for proc, _ in _KEPT_REFERENCE.values():
+        proc.close()
+    _KEPT_REFERENCE.clear()
+
+
 @dataclass
 class Options:
     simulator: bool
@@ -294,15 +306,7 @@ class Judge:
             proc = LocalProcess(self.arena, self.local, self.opts.simulator)
             self.runners[group] = proc
             return proc
-        group_ex = [e for e in self.lab.exercises if tuple(sorted(hidden_libraries(e))) == group]
-        patterns = sorted({p for e in group_ex for p in rules(e)["deny"]})
-        common = [p for p in patterns if all(p in rules(e)["deny"] for e in group_ex)]
-        job = {"mode": "sim" if self.opts.simulator else "gpu", "setup": self.lab.setup, "cells": self.cells,
-               "libraries": sorted({lib for e in group_ex for lib in libraries(e)}),
-               "patterns": patterns, "load_rules": {"deny": common, "allow": []},
-               "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),
-               "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
-               "memtrace": memtrace_source() if self.profiling() else None}
+        job = self._runner_job(ex)
         with self.clock("start the runner and load the code"):
             proc = RunnerProcess(job, simulator=self.opts.simulator, sandboxed=self.opts.sandboxed,
                                  slot=self.opts.slot, memory_limit_gb=self.opts.memory_limit_gb,
@@ -321,6 +325,19 @@ class Judge:
         self.runners[group] = proc
         return proc
 
+    def _runner_job(self, ex: Exercise) -> dict:
+        """What a learner's runner for ``ex``'s group loads: the cells, the libraries, the rules."""
+        group = tuple(sorted(hidden_libraries(ex)))
+        group_ex = [e for e in self.lab.exercises if tuple(sorted(hidden_libraries(e))) == group]
+        patterns = sorted({p for e in group_ex for p in rules(e)["deny"]})
+        common = [p for p in patterns if all(p in rules(e)["deny"] for e in group_ex)]
+        return {"mode": "sim" if self.opts.simulator else "gpu", "setup": self.lab.setup, "cells": self.cells,
+                "libraries": sorted({lib for e in group_ex for lib in libraries(e)}),
+                "patterns": patterns, "load_rules": {"deny": common, "allow": []},
+                "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),
+                "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
+                "memtrace": memtrace_source() if self.profiling() and self.opts.simulator else None}
+
     def failed_cell(self, ex: Exercise) -> str:
         """Why this exercise's own cell (or a cell that answers no exercise by name) failed, if it did."""
         self.runner_for(ex)
@@ -330,11 +347,19 @@ class Judge:
 
     def start_reference(self) -> None:
         """Start the trusted runner of the lab's reference kernels; its hello is read on first use,
-        so it loads while the learner's runner does."""
+        so it loads while the learner's runner does. A judge that grades many submissions keeps
+        one for all of them (its kernels compiled once)."""
+        key = (self.lab.name, self.opts.simulator, self.profiling())
+        kept = _KEPT_REFERENCE.pop(key, None) if self.reference is None else None
+        if kept is not None:
+            if kept[0].alive() and not kept[0].pending():
+                self.reference, self.reference_ready = kept
+                return
+            kept[0].close()  # dead, or an answer nobody read: out of step with its judge
         if self.reference is None or not self.reference.alive():
             job = {"mode": "sim" if self.opts.simulator else "gpu", "trusted": self.lab.name,
                    "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
-                   "memtrace": memtrace_source() if self.profiling() else None}
+                   "memtrace": memtrace_source() if self.profiling() and self.opts.simulator else None}
             self.reference = RunnerProcess(job, simulator=self.opts.simulator, sandboxed=False, trusted=True,
                                            memory_limit_gb=max(self.opts.memory_limit_gb, 32.0))
             self.reference_ready = False
@@ -366,13 +391,21 @@ class Judge:
             self._retire(proc)
         self.runners.clear()
         if self.reference is not None:
-            self.reference.close()
+            key = (self.lab.name, self.opts.simulator, self.profiling())
+            if KEEP_REFERENCE[0] and self.reference.alive() and self.local is None:
+                old = _KEPT_REFERENCE.pop(key, None)
+                if old is not None:
+                    old[0].close()
+                _KEPT_REFERENCE[key] = (self.reference, self.reference_ready)
+            else:
+                self.reference.close()
         self.prefetch.close()
         self.arena.free_all()
 
     # -- grading
     def profiling(self) -> bool:
-        return self.opts.profile and self.opts.simulator and self.local is None
+        """--profile: traced in the simulator (memtrace), or measured by Nsight Compute on a GPU."""
+        return self.opts.profile and self.local is None
 
     def timed(self, names: list[str] | None) -> list[tuple[int, Exercise]]:
         """The exercises this grading may time: (index, exercise), in order."""
@@ -465,13 +498,16 @@ class Judge:
         res.passed = n_ok == len(cases)
         res.correctness = ex.points if res.passed else 0.0
         res.message = f"all {len(cases)} cases correct" if res.passed else f"{n_ok} of {len(cases)} cases correct"
-        if res.passed and self.profiling() and ex.backend == "numba":
+        if res.passed and self.profiling() and self.opts.simulator and ex.backend == "numba":
             with self.clock(f"{ex.name}: profile"):
                 res.profile = self.profile(ex, proc, index)
         if res.passed and ex.speed is not None and not self.opts.simulator and not self.opts.sanitize:
             with self.clock(f"{ex.name}: timing"):
                 speed = self.time(ex, proc, index)
             score_speed(ex, speed, res)
+        if res.passed and self.profiling() and not self.opts.simulator:  # after timing: it shares the GPU
+            with self.clock(f"{ex.name}: profile (Nsight Compute)"):
+                res.profile = self.nsight_profile(ex, index)
 
     # -- one correctness case
     def run_case(self, proc, ex: Exercise, params, inputs, profile: bool = False):
@@ -590,6 +626,71 @@ class Judge:
         return {"case": dict(params), "yours": yours, "reference": reference,
                 "findings": worse_than(yours, reference),
                 "text": side_by_side(describe(params), yours, reference)}
+
+    def nsight_profile(self, ex: Exercise, index: int, report: str | None = None) -> dict:
+        """The learner's function and the reference at the timing size, each in a fresh runner
+        started by Nsight Compute (the learner's in its sandbox), side by side: shown with the
+        result, never part of the grade. ``report``: keep the learner's .ncu-rep there (check())."""
+        from . import nsight
+
+        ncu = nsight.ncu_path()
+        if ncu is None:
+            return {"error": "Nsight Compute (ncu) is not installed on this machine: it comes with the CUDA toolkit"}
+        params = ex.timing_case if ex.timing_case is not None else ex.largest_case(False)
+        inputs = ex.inputs(params, np.random.default_rng([self.opts.seed, index, 3]))
+        try:
+            yours = self._under_ncu(ex, params, inputs, ncu, trusted=False, report=report)
+            reference = self._under_ncu(ex, params, inputs, ncu, trusted=True) if ex.baseline is not None else []
+        except nsight.ProfileError as exc:
+            return {"error": f"could not profile it: {exc}"[:600]}
+        if not yours:
+            return {"error": "could not profile it: no kernel of yours was launched in the profiled call"}
+        mine, ref = _main_kernel(yours), _main_kernel(reference)
+        columns = {"yours": mine} if ref is None else {"yours": mine, "reference": ref}
+        text = (f"Nsight Compute on {describe(params)}: your {len(yours)} kernel launch(es), the longest "
+                f"({mine.name}) shown\n" + nsight.table(columns))
+        return {"tool": "nsight", "case": dict(params), "yours": nsight.checked(yours),
+                "reference": nsight.checked(reference), "findings": nsight.diagnose(mine, ref), "text": text,
+                **({"report": report + ".ncu-rep"} if report else {})}
+
+    def _under_ncu(self, ex: Exercise, params, inputs, ncu: str, *, trusted: bool, report: str | None = None):
+        """One call of the learner's function (or the reference) in a runner that Nsight Compute
+        starts; its kernels, parsed from what ncu prints when the runner exits."""
+        from . import nsight
+
+        wrap = nsight.command(ncu, report=report)
+        if trusted:
+            job = {"mode": "gpu", "trusted": self.lab.name, "debug_stacks": None, "memtrace": None}
+        else:
+            job = dict(self._runner_job(ex), memtrace=None)
+        proc = RunnerProcess(job, simulator=False, sandboxed=self.opts.sandboxed and not trusted, trusted=trusted,
+                             slot=self.opts.slot, memory_limit_gb=max(self.opts.memory_limit_gb, 32.0 if trusted else 0),
+                             hidden=None if trusted else hidden_libraries(ex), wrap=wrap,
+                             wrap_dirs=nsight.install_dirs(ncu))
+        try:
+            hello = proc.receive(max(self.opts.timeout, 120.0))
+            if not hello.get("ok"):
+                raise nsight.ProfileError(str(hello.get("error", "the code could not be loaded"))[:300])
+            self.run_case(proc, ex, params, inputs, profile="nsight")
+        except (CaseFailed, RunnerFailed) as exc:
+            proc.close()
+            said = "\n".join(ln for ln in proc.log.text().splitlines()[-8:] if ln.strip())
+            raise nsight.ProfileError(f"{exc}"[:300] + (f"\n{said}"[:800] if said else "")) from None
+        finally:
+            proc.close()  # ncu prints its table once the runner has exited
+        text = "\n".join(proc.log.lines_since(0))
+        if report:
+            import subprocess
+
+            try:
+                text = subprocess.run(nsight.import_command(report + ".ncu-rep", ncu), capture_output=True,
+                                      text=True, timeout=300).stdout
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise nsight.ProfileError(f"could not read the report back: {exc}") from None
+        kernels = nsight.parse(text)
+        if not kernels and nsight.problem_in(text):
+            raise nsight.ProfileError(nsight.problem_in(text))
+        return kernels
 
     def pristine_copies(self, bufs, names) -> dict:
         """On a GPU, a device copy of each input the call must not change, where memory allows:
@@ -829,6 +930,11 @@ def _get(view) -> np.ndarray:
     return np.array(view) if isinstance(view, np.ndarray) else view.get()
 
 
+def _main_kernel(kernels):
+    """The launch a profile table shows: the longest (a learner's function may launch several)."""
+    return max(kernels, key=lambda k: k.duration_us) if kernels else None
+
+
 # compute-sanitizer's reports of real faults (API return codes are switched off).
 SANITIZER_LINE = re.compile(r"^=+ +(Invalid |Error: Race|Race reported|Uninitialized |Barrier error|Misaligned |"
                             r"Out-of-range|Malloc/Free|Warning: .*hazard)")
@@ -859,12 +965,48 @@ def _debug_stacks(judge_ref: list, every: float) -> None:
 
 
 def main(fd: int) -> None:
+    """Grade the jobs sent on ``fd``, one after another, until the grader closes it. Each job's
+    output goes to its own log; the reference's runner and the timing inputs are kept between
+    jobs (a batch grades many submissions with one seed)."""
     judge_ref: list = []
     if os.environ.get("GRADER_DEBUG_STACKS"):
         _debug_stacks(judge_ref, float(os.environ["GRADER_DEBUG_STACKS"]))
     sock = socket.socket(fileno=fd)
-    job = _recv(sock)
+    from . import timing_inputs
+
+    timing_inputs.keep()
+    KEEP_REFERENCE[0] = True
+    try:
+        while True:
+            try:
+                job = _recv(sock)
+            except (EOFError, OSError):
+                return
+            _log_to(job.get("log"))
+            judge_ref.clear()
+            _send(sock, grade_job(job, judge_ref))
+    finally:
+        close_kept()
+
+
+def _log_to(path) -> None:
+    """This job's judge.log: the judge's own prints and tracebacks go there."""
+    if not path:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def grade_job(job: dict, judge_ref: list) -> dict:
     lab = get_lab(job["lab"])
+    if job.get("tmp"):  # the judge's temporary files for this submission
+        import tempfile
+
+        tempfile.tempdir = os.environ["TMPDIR"] = str(job["tmp"])
     opts = Options(simulator=job["simulator"], seed=int(job["seed"]), timeout=float(job["timeout"]),
                    sanitize=job.get("sanitize"), memory_limit_gb=float(job["memory_limit_gb"]),
                    sandboxed=bool(job["sandboxed"]), slot=int(job.get("slot", 0)),
@@ -888,7 +1030,7 @@ def main(fd: int) -> None:
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in judge.phases.items())
     print(f"graded in {time.monotonic() - started:.1f} s: {phases}", file=sys.stderr, flush=True)
     tail = "\n".join(t for t in judge.log_tails if t)[-4000:]
-    _send(sock, {"exercises": [r.as_dict() for r in results], "log_tail": tail, "notes": judge.notes})
+    return {"exercises": [r.as_dict() for r in results], "log_tail": tail, "notes": judge.notes}
 
 
 def _send(sock, obj) -> None:

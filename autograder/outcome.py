@@ -55,6 +55,14 @@ def _profile(d) -> dict | None:
     if d.get("error"):
         return {"error": str(d["error"])[:500]}
     case = d.get("case") if isinstance(d.get("case"), dict) else {}
+    if d.get("tool") == "nsight":  # measured on a GPU: lists of kernels (nsight.Kernel.as_dict)
+        from .nsight import checked_dicts
+
+        return {"tool": "nsight",
+                "case": {str(k)[:40]: v for k, v in list(case.items())[:8] if isinstance(v, int) and not isinstance(v, bool)},
+                "yours": checked_dicts(d.get("yours")), "reference": checked_dicts(d.get("reference")),
+                "findings": [str(f)[:600] for f in (d.get("findings") or []) if isinstance(f, str)][:12],
+                "text": str(d.get("text", ""))[:6000], **({"report": str(d["report"])[:500]} if d.get("report") else {})}
     return {"case": {str(k)[:40]: v for k, v in list(case.items())[:8] if isinstance(v, int) and not isinstance(v, bool)},
             "yours": checked_profile(d.get("yours")), "reference": checked_profile(d.get("reference")),
             "findings": [str(f)[:600] for f in (d.get("findings") or []) if isinstance(f, str)][:12],

@@ -60,7 +60,7 @@ def no_outputs_note(lab: str) -> str:
     )
 
 
-# A relative link in markdown: ](../../../chapters/12_serving.ipynb) or ](figure.png#part).
+# A relative link in markdown: ](../../../chapters/13_serving.ipynb) or ](figure.png#part).
 RELATIVE_LINK = re.compile(
     r"\]\((?P<target>\.\.?/[^)\s#]*|[^):\s#/][^):\s#]*\.(?:ipynb|md|png|svg|jpe?g))(?P<anchor>#[^)\s]*)?\)")
 

@@ -26,6 +26,7 @@ MAX_REPLY = 1 << 20  # bytes of one message from a runner: messages and flags, n
 OUTPUT_LIMIT = 2 << 20  # bytes of printing before the runner is stopped
 RSS_EVERY_S = 0.05  # how often the host memory of a runner's processes is summed
 TAIL = 64 << 10  # bytes of printing kept for the learner to see
+LINE_LIMIT = 1 << 20  # bytes of one line kept (a profiler prints a table row of tens of kB)
 SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGABRT: "abort", signal.SIGKILL: "killed",
            signal.SIGBUS: "bus error", signal.SIGFPE: "floating-point exception"}
 
@@ -64,7 +65,7 @@ class OutputLog:
                     partial += data
                     *lines, partial = partial.split(b"\n")
                     self.lines_seen += [x.decode("utf-8", "replace") for x in lines]
-                    partial = partial[-4096:]
+                    partial = partial[-LINE_LIMIT:]
         try:
             os.close(self.fd)
         except OSError:
@@ -90,7 +91,10 @@ class RunnerProcess:
 
     def __init__(self, job: dict, *, simulator: bool, sandboxed: bool, slot: int = 0,
                  memory_limit_gb: float = 16.0, hidden: dict | None = None, trusted: bool = False,
-                 sanitize: str | None = None) -> None:
+                 sanitize: str | None = None, wrap: list[str] | None = None,
+                 wrap_dirs: list[str] | None = None) -> None:
+        # wrap: a profiler's command line (Nsight Compute) that starts the runner; wrap_dirs: its
+        # installation, bound into the sandbox
         self.memory_limit_gb = memory_limit_gb
         self.sandboxed = sandboxed and not trusted
         parent, child = socket.socketpair()
@@ -102,10 +106,13 @@ class RunnerProcess:
         if self.sandboxed:
             argv = [sys.executable, sandbox.INSIDE_RUNNER, str(child.fileno())]
             limits = sandbox.Limits(memory_gb=memory_limit_gb)
+            extra_ro = list(wrap_dirs or [])
             if sanitize:
                 argv = sanitizer_prefix(sanitize) + argv
+                extra_ro.append(str(Path(_sanitizer()).resolve().parent.parent))
+            argv = list(wrap or []) + argv
             cmd = sandbox.command(argv, gpu=not simulator, slot=slot, limits=limits, hidden=hidden, env=env_extra,
-                                  extra_ro=[str(Path(_sanitizer()).resolve().parent.parent)] if sanitize else None)
+                                  extra_ro=extra_ro or None)
             argv = cmd.argv + [str(cmd.uid)]
             fds = cmd.fds + [child.fileno()]
             preexec = cmd.preexec
@@ -118,6 +125,7 @@ class RunnerProcess:
             argv = [sys.executable, runner, str(child.fileno()), "0"]
             if sanitize and not trusted:
                 argv = sanitizer_prefix(sanitize) + argv
+            argv = list(wrap or []) + argv
             fds = [child.fileno()]
             preexec = die_with_parent
             self.tmp = tempfile.TemporaryDirectory(prefix="autograder-")
@@ -206,6 +214,13 @@ class RunnerProcess:
             self.kill()
             raise RunnerFailed(f"did not finish within {timeout:.0f} s (an endless loop, "
                                "a kernel that never ends, or a grid far too large?)")
+
+    def pending(self) -> bool:
+        """Whether a message waits unread (a request given up on): the next answer would be stale."""
+        try:
+            return bool(select.select([self.sock], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
 
     def request(self, msg: dict, timeout: float, fds: list[int] = ()) -> dict:
         self.send(msg, fds)

@@ -199,7 +199,8 @@ def command(argv: list[str], *, gpu: bool, slot: int = 0, limits: Limits = Limit
               "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         a += ["--unshare-all", "--disable-userns"] if _supports_disable_userns(bwrap) else ["--unshare-all"]
-    made: set[str] = {"/"}
+    made: set[str] = {"/"}  # folders that exist in the sandbox: created, or bound
+    bound: set[str] = set()  # folders bound whole from the machine
 
     def mkdirs(path: str) -> None:
         """Create the parents of a mount point readable by everyone (bwrap makes them 0700)."""
@@ -215,6 +216,7 @@ def command(argv: list[str], *, gpu: bool, slot: int = 0, limits: Limits = Limit
         mkdirs(dst)
         a.extend(["--ro-bind", src, dst])
         made.add(dst)
+        bound.add(dst)
 
     # The system: /usr whole, the merged-/usr links or the real folders, the loader's cache.
     ro("/usr")
@@ -231,7 +233,7 @@ def command(argv: list[str], *, gpu: bool, slot: int = 0, limits: Limits = Limit
         ro(d)
     ro(str(RUNNER), INSIDE_RUNNER)
     for d in extra_ro or ():  # e.g. compute-sanitizer's installation
-        if os.path.isdir(d) and not any(d == m or d.startswith(m + os.sep) for m in made if m != "/"):
+        if os.path.isdir(d) and not any(d == m or d.startswith(m + os.sep) for m in bound):
             ro(d)
     fds: list[int] = []
     own = "the grader's own code is not importable by submissions"

@@ -6,9 +6,13 @@ takes seconds of host time per exercise, while the GPU side of grading mostly wa
 runners. So the judge draws exercise i's pool while it grades exercise i's correctness cases,
 and exercise i+1's while it times exercise i: the values are the same as drawn in line.
 At most two exercises' pools are held in host memory at once.
+
+A judge that grades submission after submission (``keep``) keeps the pools it drew, within a
+share of the machine's memory: with one seed per run they are the same for every submission.
 """
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +23,35 @@ from .measure import reference64
 from .spec import Exercise
 
 POOL = 4  # input sets drawn from the secret seed for timing; every call refreshes one of them
+_KEPT: dict = {}  # (seed, index, exercise) -> TimingPool, in a judge that grades many submissions
+_KEEP_BYTES = [0]  # how many bytes of pools may be kept (0: none, as in check())
+
+
+def keep(fraction: float = 0.25, most: int = 24 << 30) -> None:
+    """Keep drawn pools for later submissions, up to ``fraction`` of physical memory."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 8 << 30
+    _KEEP_BYTES[0] = int(min(most, fraction * total))
+
+
+def _nbytes(pool: "TimingPool") -> int:
+    return sum(v.nbytes for s in pool.sets for v in s.values() if isinstance(v, np.ndarray)) + \
+        sum(v.nbytes for v in pool.ref64.values() if isinstance(v, np.ndarray))
+
+
+def _kept(key, make) -> "TimingPool":
+    pool = _KEPT.get(key)
+    if pool is None:
+        pool = make()
+        if _KEEP_BYTES[0] and sum(map(_nbytes, _KEPT.values())) + _nbytes(pool) <= _KEEP_BYTES[0]:
+            for arrays in pool.sets + [pool.ref64]:  # shared by every later submission: never written
+                for v in arrays.values():
+                    if isinstance(v, np.ndarray):
+                        v.setflags(write=False)
+            _KEPT[key] = pool
+    return pool
 
 
 @dataclass
@@ -28,7 +61,12 @@ class TimingPool:
 
 
 def draw(ex: Exercise, seed: int, index: int) -> TimingPool:
-    """The pool exercise ``index`` of the lab is timed on, from the run's seed."""
+    """The pool exercise ``index`` of the lab is timed on, from the run's seed (kept by a judge
+    that grades many submissions)."""
+    return _kept((seed, index, ex.name), lambda: _draw(ex, seed, index))
+
+
+def _draw(ex: Exercise, seed: int, index: int) -> TimingPool:
     rng = np.random.default_rng([seed, index, 1])
     make = ex.timing_inputs or ex.inputs
     sets = [make(ex.timing_case, rng) for _ in range(POOL)]
@@ -52,7 +90,7 @@ class Prefetch:
             self.futures.pop(i).cancel()
         following = [(i, ex) for i, ex in self.timed if i >= index][:2]
         for i, ex in following:
-            if i not in self.futures:
+            if i not in self.futures and (self.seed, i, ex.name) not in _KEPT:
                 self.futures[i] = self.pool.submit(draw, ex, self.seed, i)
 
     def take(self, ex: Exercise, index: int) -> TimingPool:

@@ -1,6 +1,6 @@
 """Collectives: the ring's cost model, nccl-tests' bandwidths, and a sweep to run on real ranks.
 
-The chapter *Collectives and NCCL* and Lab 13 use this module.
+The chapter *Collectives and NCCL* and Lab 14 use this module.
 
 Cost model (``bw`` in bytes/s, sizes in bytes, ``k`` ranks):
 

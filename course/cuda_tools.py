@@ -22,6 +22,20 @@ _ABI = re.compile(r"\[abi:[^\]]*\]")
 _ARRAY_ARGS = re.compile(r"\((?:Array<[^>]*>(?:, )?)+\)")
 _PATH = re.compile(r"(?<![\w.~/:])/(?:[\w.+@-]+/)+(?=[\w.+@-])")   # the folders of an absolute path
 _MANGLED = re.compile(r"\b(\w+)\[v\d+,cw\w+\]")                      # ncu-style names: fill[v1,cw51...]
+_ITANIUM = re.compile(r"_ZN[\w$]+")                                    # _ZN6cudapy8__main__5blur3B2v1E...
+
+
+def _unmangle(match) -> str:
+    """_ZN6cudapy8__main__5blur3B2v1E5Array... -> blur3: the last of the nested names."""
+    text, i, names = match[0], 3, []
+    while i < len(text) and text[i].isdigit():
+        j = i
+        while j < len(text) and text[j].isdigit():
+            j += 1
+        size = int(text[i:j])
+        names.append(text[j:j + size])
+        i = j + size
+    return names[-1] if names else text
 
 
 def find(name: str) -> str | None:
@@ -51,7 +65,7 @@ def clean(text: str, drop=(), keep_first: int | None = None) -> str:
         if any(re.search(p, line) for p in drop):
             continue
         line = line.replace(home + "/", "").replace("\x1b[1m", "").replace("\x1b[0m", "")
-        line = _ARRAY_ARGS.sub("", _ABI.sub("", line))
+        line = _ARRAY_ARGS.sub("", _ABI.sub("", _ITANIUM.sub(_unmangle, line)))
         line = _MANGLED.sub(r"\1", _PATH.sub("", line)).rstrip()
         if out and line.strip(" =") == "" and out[-1].strip(" =") == "":
             continue

@@ -218,7 +218,7 @@ def _attention_without_per_shape_plans(device):
     With a cache, attention changes shape at every step: one more key, often another batch.
     torch's first choice for masked bf16 attention on Hopper is cuDNN's fused kernel, which
     builds an execution plan for each new shape; on an H200 that took 50-780 ms per shape
-    against a 10 ms decode step (Lab 16 measures it). The memory-efficient kernel needs no
+    against a 10 ms decode step (Lab 17 measures it). The memory-efficient kernel needs no
     plan. If the caller allowed cuDNN alone, that choice stands.
     """
     import contextlib

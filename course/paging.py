@@ -1,6 +1,6 @@
 """A paged KV cache's bookkeeping: blocks of tokens handed out from one pool.
 
-The chapter *TensorRT-LLM's ideas* and Lab 15 (paged_attention) use it. A model's keys and
+The chapter *TensorRT-LLM's ideas* and Lab 16 (paged_attention) use it. A model's keys and
 values live in a pool of fixed-size blocks (pages) of ``block_size`` tokens each; a sequence
 owns a list of blocks, and its block table row names them in order. Token ``t`` of a sequence
 sits in block ``table[t // block_size]`` at offset ``t % block_size``.

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -819,3 +820,67 @@ def test_gpu_check_times_a_call_that_synchronises_the_device():
     r = subprocess.run([sys.executable, "-c", CHECK_A_SYNCHRONISING_CALL], capture_output=True, text=True,
                        timeout=300, cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+gpu_only = pytest.mark.skipif(not GPU_MODE, reason="Nsight Compute measures real kernels: needs a GPU")
+
+
+def _longest(kernels: list[dict]) -> dict:
+    return max(kernels, key=lambda k: k["duration_us"])
+
+
+@gpu_only
+def test_check_profile_on_a_gpu_measures_yours_and_the_reference_with_nsight(capsys, tmp_path, monkeypatch):
+    """On a GPU, check(fn, profile=True) runs the learner's function (sent as source) and the
+    reference at the timing size under Nsight Compute: the naive transpose's loads touch many
+    more sectors per request than the reference's, the diagnosis says they are strided, the
+    report file is kept, and profiling adds at most 30 s to the check."""
+    from autograder import checker
+
+    monkeypatch.chdir(tmp_path)
+    kernels = {}
+    exec(compile(NAIVE_TRANSPOSE, str(tmp_path / "naive.py"), "exec"), kernels)
+    (tmp_path / "naive.py").write_text(NAIVE_TRANSPOSE)  # inspect.getsource reads the file
+    check = checker("memory_access")
+    t0 = time.monotonic()
+    check(kernels["transpose_tiled"], speed=True)
+    plain = time.monotonic() - t0
+    t0 = time.monotonic()
+    result = check(kernels["transpose_tiled"], speed=True, profile=True)
+    profiled = time.monotonic() - t0
+    printed = capsys.readouterr().out
+    prof = result.profile
+    assert prof is not None and prof.get("tool") == "nsight", printed
+    yours, ref = _longest(prof["yours"]), _longest(prof["reference"])
+    assert yours["load_sectors_per_request"] + yours["store_sectors_per_request"] > \
+        2 * (ref["load_sectors_per_request"] + ref["store_sectors_per_request"]), printed
+    assert any("stride" in f for f in prof["findings"]), printed
+    assert (tmp_path / "profiles" / "transpose_tiled.ncu-rep").is_file()
+    assert "yours" in printed and "reference" in printed and "sectors/request" in printed
+    print(f"check without profile {plain:.1f} s, with profile {profiled:.1f} s", file=sys.stderr)
+    assert profiled - plain <= 30, (plain, profiled)
+
+
+@gpu_only
+def test_grade_profile_on_a_gpu_runs_nsight_in_the_sandbox_and_changes_no_grade(tmp_path):
+    """`grade --profile` on a GPU: the learner's kernels are measured by Nsight Compute inside its
+    sandbox, the reference's in its own runner; the table goes into the feedback, the figures
+    into extra_data, and the grade is the one a run without --profile gives."""
+    sub = tmp_path / "naive.py"
+    sub.write_text(NAIVE_TRANSPOSE)
+    books = {}
+    for flag in ([], ["--profile"]):
+        out = tmp_path / f"out{len(flag)}"
+        autograder("grade", "--lab", "memory_access", "--exercise", "transpose_tiled", "--seed", SEED,
+                   "--out", str(out), *flag, str(sub))
+        books[bool(flag)] = gradebook(out)["naive"]
+        test = json.loads((out / "naive" / "results.json").read_text())["tests"][0]
+        assert ("profile" in test["extra_data"]) == bool(flag)
+    assert books[True]["transpose_tiled"] == books[False]["transpose_tiled"]
+    profile = test["extra_data"]["profile"]
+    assert profile.get("tool") == "nsight", profile
+    yours, ref = _longest(profile["yours"]), _longest(profile["reference"])
+    assert yours["load_sectors_per_request"] + yours["store_sectors_per_request"] > \
+        2 * (ref["load_sectors_per_request"] + ref["store_sectors_per_request"]), profile
+    assert any("stride" in f for f in profile["findings"]), profile
+    assert "sectors/request" in test["output"]

@@ -269,7 +269,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_gradebook(tmp_path):
     assert not _alive(below), f"processes left running after the grader was killed: {_alive(below)}"
     grade(out, subs, extra=("--timeout", "5"))  # resume
     assert gradebook(out) == gradebook(whole)
-    assert not list(out.rglob(".tmp")), "temporary folders left behind"
+    assert not list(out.rglob(".tmp*")), "temporary folders left behind"
 
 
 def test_a_report_of_a_folder_that_was_never_graded_says_so(tmp_path):

@@ -39,9 +39,9 @@ def test_page_url_points_at_the_page_with_stored_outputs():
 
 
 def test_skip_message_is_one_line_that_says_what_and_where():
-    msg = skip_message(2, "all-reduce bus bandwidth", 1, "chapters/15_collectives.ipynb")
+    msg = skip_message(2, "all-reduce bus bandwidth", 1, "chapters/16_collectives.ipynb")
     assert "\n" not in msg and "needs 2 GPUs (1 here)" in msg and "all-reduce bus bandwidth" in msg
-    assert msg.endswith("chapters/15_collectives.html")
+    assert msg.endswith("chapters/16_collectives.html")
 
 
 def test_without_a_gpu_the_cell_prints_one_line_and_does_not_run(shell, monkeypatch, capsys):

@@ -1,4 +1,4 @@
-"""Lab 16 (inflight_batching): a policy graded by simulation, as Lab 11's. The bank of
+"""Lab 17 (inflight_batching): a policy graded by simulation, as Lab 12's. The bank of
 submissions grades as expected, the parent's replay rejects records the engine could not have
 produced, and a policy's ratio to the reference is stable across secret seeds."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Part III's quantization bar: weight-only int8 against cuBLAS's float16 GEMV, at batch 1.
 
-The reference weight-only int8 GEMV of Lab 12 (``reference_int8_gemv`` in
+The reference weight-only int8 GEMV of Lab 13 (``reference_int8_gemv`` in
 ``autograder/labs/quantization.py``, the kernel the chapter *Quantization* measures) is at least
 1.6x faster than a float16 GEMV by cuBLAS on a 4096 x 4096 layer at batch 1. The float16 GEMV is
 what a float16 linear layer runs for one token in PyTorch: ``torch.mm(x16, w16.t())`` with ``x16``

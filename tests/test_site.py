@@ -55,7 +55,7 @@ def toc_files() -> list[str]:
 
 
 def chapter_number(doc: str) -> int:
-    """chapters/12_serving -> 12: the number the prose calls a chapter by."""
+    """chapters/13_serving -> 13: the number the prose calls a chapter by."""
     return int(re.fullmatch(r"chapters/(\d+)_\w+", doc).group(1))
 
 
@@ -267,7 +267,7 @@ def is_solution(page: str) -> bool:
 
 @pytest.mark.browser
 def test_chapter_numbers_in_the_navigation(browser, server):
-    """The prose says "chapter 12": the navigation and the chapter's heading say 12 too; labs are not numbered."""
+    """The prose says "chapter 13": the navigation and the chapter's heading say 13 too; labs are not numbered."""
     from selenium.webdriver.common.by import By
 
     browser.get(urljoin(server, "index.html"))

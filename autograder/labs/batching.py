@@ -34,7 +34,7 @@ from ..spec import Assessment, Exercise, Lab, Speed
 T0_S = 8.5e-3
 T_TOKEN_S = 16e-6
 # The model the constants were measured on: the Llama 2 7B shape with 20 layers (8.6 GB of bf16
-# weights, so that it runs on a 16 GB GPU), served by chapter 12's NextToken.
+# weights, so that it runs on a 16 GB GPU), served by chapter 13's NextToken.
 ENGINE_MODEL = LLAMA2_7B.scaled(n_layers=20)
 MAX_BATCH = 64  # prompts per batch
 MAX_TOKENS = 8192  # b * L per batch: the engine's activation memory is sized for this
@@ -323,7 +323,7 @@ NOT_THE_REFERENCE = ("*.reference_schedule", "reference_schedule")
 
 LAB = Lab(
     name="batching",
-    title="Lab 11: batching",
+    title="Lab 12: batching",
     setup="import math\nimport numpy as np\n",
     # What answers may use as engine.NAME in the sandbox (the notebook imports this module).
     engine=("T0_S", "T_TOKEN_S", "MAX_BATCH", "MAX_TOKENS", "BOUND_S", "SHORT", "LONG", "SHARE_SHORT",

@@ -1,4 +1,4 @@
-"""Lab 13: collectives. The ring all-reduce of the chapter *Collectives and NCCL*, on simulated
+"""Lab 14: collectives. The ring all-reduce of the chapter *Collectives and NCCL*, on simulated
 ranks: K ranks are the K rows of one float32 array ``bufs`` of shape (K, N) on one GPU. A
 reduce-scatter, an all-gather, and the two composed, one kernel launch per ring step.
 
@@ -216,7 +216,7 @@ def _exercise(name, title, reference, cases, points, **extra):
 
 LAB = Lab(
     name="collectives",
-    title="Lab 13: a ring all-reduce on simulated ranks",
+    title="Lab 14: a ring all-reduce on simulated ranks",
     setup="import math\nimport numpy as np\nfrom numba import cuda, float32\n",
     memory_limit_gb=24.0,  # the timed case: 512 MiB buffers, their float64 copies for the reference
     exercises=(

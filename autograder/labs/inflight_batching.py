@@ -448,7 +448,7 @@ NOT_THE_REFERENCE = ("*.reference_schedule", "reference_schedule")
 
 LAB = Lab(
     name="inflight_batching",
-    title="Lab 16: inflight_batching",
+    title="Lab 17: inflight_batching",
     setup="import math\nimport numpy as np\n",
     # What answers may use as engine.NAME in the sandbox (the notebook imports this module).
     engine=("T0_S", "T_DECODE_S", "T_PREFILL0_S", "T_PREFILL_S", "BLOCK_SIZE", "NUM_BLOCKS", "MAX_RUNNING",

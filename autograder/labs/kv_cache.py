@@ -1,4 +1,4 @@
-"""Lab 10: kv_cache. A key/value cache kept as a pool of token slots, each sequence's slots
+"""Lab 11: kv_cache. A key/value cache kept as a pool of token slots, each sequence's slots
 listed in a table: append one token per sequence, gather each sequence's keys into a dense
 padded tensor (wide copies through uint64 views), and, as a stretch, attention scores of one
 query per sequence read straight through the table."""
@@ -260,7 +260,7 @@ SCORE_TOLERANCE = {"float32": (2e-5, 2e-5)}
 # --------------------------------------------------------------------------- the lab
 LAB = Lab(
     name="kv_cache",
-    title="Lab 10: a KV cache",
+    title="Lab 11: a KV cache",
     setup="import math\nimport numpy as np\nfrom numba import cuda, float32\n",
     memory_limit_gb=32.0,  # the timed case's float64 reference of a 512 MiB float16 output
     exercises=(

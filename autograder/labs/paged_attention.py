@@ -1,4 +1,4 @@
-"""Lab 15: paged_attention. A KV cache kept in pages (blocks) of BLOCK tokens, each sequence's
+"""Lab 16: paged_attention. A KV cache kept in pages (blocks) of BLOCK tokens, each sequence's
 pages named in order by its row of a block table: write one new token per sequence through
 the table, decode attention (one query per sequence, grouped key/value heads) read straight
 from the pages, and the page copies that copy-on-write asks for."""
@@ -311,7 +311,7 @@ ATTENTION_TOLERANCE = {"float32": (2e-4, 2e-4)}
 # --------------------------------------------------------------------------- the lab
 LAB = Lab(
     name="paged_attention",
-    title="Lab 15: paged attention",
+    title="Lab 16: paged attention",
     setup="import math\nimport numpy as np\nfrom numba import cuda, float32\n",
     memory_limit_gb=32.0,  # the timed case's pool (1 GiB) with its copies and references
     exercises=(

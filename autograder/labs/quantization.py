@@ -1,4 +1,4 @@
-"""Lab 12: quantization. Symmetric int8 quantization of each row, a fused asymmetric dequantize,
+"""Lab 13: quantization. Symmetric int8 quantization of each row, a fused asymmetric dequantize,
 and the weight-only int8 GEMV: in Numba, and (stretch) in CUDA C through CuPy.
 
 The CUDA C reference GEMV (``INT8_GEMV_CU``, launched by ``reference_int8_gemv``) is also the
@@ -424,7 +424,7 @@ GEMV = dict(
 
 LAB = Lab(
     name="quantization",
-    title="Lab 12: quantization",
+    title="Lab 13: quantization",
     setup="import math\nimport numpy as np\nfrom numba import cuda, float32\n",
     exercises=(
         Exercise(

@@ -1,4 +1,4 @@
-"""Lab 14: tensor_parallel. The layers of course.llm split over K simulated ranks on one
+"""Lab 15: tensor_parallel. The layers of course.llm split over K simulated ranks on one
 device: a column-parallel and a row-parallel linear layer, the SwiGLU feed-forward block
 (gate and up by columns, down by rows) and causal grouped-query attention (query heads and
 their key/value heads by rank, the output projection by rows). Every exercise writes what
@@ -195,7 +195,7 @@ def _k_shape(last: str):
 # --------------------------------------------------------------------------- the lab
 LAB = Lab(
     name="tensor_parallel",
-    title="Lab 14: tensor parallelism",
+    title="Lab 15: tensor parallelism",
     setup="import math\nimport numpy as np\nimport torch\nimport torch.nn.functional as F\n",
     memory_limit_gb=24.0,  # the timed case's float64 reference and a CUDA context
     exercises=(

@@ -1,3 +1,3 @@
-# Lab 11's signature: the engine calls schedule with four arguments.
+# Lab 12's signature: the engine calls schedule with four arguments.
 def schedule(waiting, now):
     return [0]
