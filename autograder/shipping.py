@@ -9,6 +9,7 @@ sent is listed in a comment; if the function needs it, the profiled run says so.
 from __future__ import annotations
 
 import builtins
+import dis
 import inspect
 import sys
 import textwrap
@@ -26,6 +27,15 @@ def _code_names(code: types.CodeType) -> set[str]:
     return names
 
 
+def _stored_globals(code: types.CodeType) -> set[str]:
+    """Globals the code assigns (``global cache; cache = ...``): a cache the function fills itself."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _stored_globals(const)
+    return names
+
+
 def _python_function(obj):
     """The Python function behind a plain function or a Numba dispatcher, else None."""
     if isinstance(obj, types.FunctionType):
@@ -37,8 +47,10 @@ def _python_function(obj):
 def _simple(value) -> bool:
     if isinstance(value, SIMPLE):
         return True
-    if isinstance(value, (tuple, frozenset)):
-        return all(_simple(v) for v in value)
+    if isinstance(value, (tuple, frozenset, list, set)):
+        return len(value) <= 10_000 and all(_simple(v) for v in value)
+    if isinstance(value, dict):
+        return len(value) <= 10_000 and all(_simple(k) and _simple(v) for k, v in value.items())
     return False
 
 
@@ -120,6 +132,9 @@ def source_of(fn) -> str:
             elif _raw_kernel(value, used):
                 imports.setdefault("cupy", "import cupy")
                 constants[used] = _raw_kernel(value, used)
+            elif used in _stored_globals(py.__code__):  # its own cache: starts empty in the new process
+                empty = type(value).__name__ + "()" if type(value) in (dict, list, set) else "None"
+                constants[used] = f"{used} = {empty}  # filled by {name} when it runs"
             else:
                 skipped.append(f"{used} ({type(value).__name__})")
     parts = list(dict.fromkeys(imports.values())) + list(constants.values()) + list(reversed(functions.values()))
