@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import dis
 import inspect
+import math
 import sys
 import textwrap
 import types
@@ -47,11 +48,32 @@ def _python_function(obj):
 def _simple(value) -> bool:
     if isinstance(value, SIMPLE):
         return True
+    if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "shape", None) == ():
+        return isinstance(value.item(), SIMPLE)  # a NumPy scalar, such as numpy.float32(-inf)
     if isinstance(value, (tuple, frozenset, list, set)):
         return len(value) <= 10_000 and all(_simple(v) for v in value)
     if isinstance(value, dict):
         return len(value) <= 10_000 and all(_simple(k) and _simple(v) for k, v in value.items())
     return False
+
+
+def _literal(value) -> str:
+    """Python source that evaluates to ``value`` (a simple value, or a NumPy scalar)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, complex) and not (math.isfinite(value.real) and math.isfinite(value.imag)):
+        return f"complex({str(value)!r})"
+    if type(value).__module__ == "numpy" and hasattr(value, "item") and hasattr(value, "dtype"):
+        return f"numpy.{type(value).__name__}({_literal(value.item())})"
+    if isinstance(value, (tuple, list, set, frozenset)):
+        items = ", ".join(_literal(v) for v in value)
+        if isinstance(value, tuple):
+            return f"({items}{',' if len(value) == 1 else ''})"
+        return {list: f"[{items}]", set: f"{{{items}}}" if value else "set()",
+                frozenset: f"frozenset([{items}])"}[type(value)]
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 def _importable(value, name: str) -> str | None:
@@ -111,6 +133,7 @@ def source_of(fn) -> str:
         functions[name] = src if py.__name__ == name else src + f"\n{name} = {py.__name__}\n"
         glob = py.__globals__
         closure = dict(zip(py.__code__.co_freevars, (c.cell_contents for c in (py.__closure__ or ()))))
+        stored = _stored_globals(py.__code__)
         for used in sorted(_code_names(py.__code__) | set(closure)):
             if used in functions or used in imports or used in constants:
                 continue
@@ -122,19 +145,22 @@ def source_of(fn) -> str:
                 continue  # a builtin, or an attribute name
             if value is getattr(builtins, used, object()):
                 continue
+            if used in stored:  # its own cache: it starts empty in the new process, as in the notebook
+                empty = type(value).__name__ + "()" if type(value) in (dict, list, set) else "None"
+                constants[used] = f"{used} = {empty}  # filled by {name} when it runs"
+                continue
             line = _importable(value, used)
             if line is not None and not (_python_function(value) and getattr(value, "__module__", "") == "__main__"):
                 imports[used] = line
             elif _python_function(value) is not None:
                 todo.append((used, value))
             elif _simple(value):
-                constants[used] = f"{used} = {value!r}"
+                constants[used] = f"{used} = {_literal(value)}"
+                if "numpy." in constants[used]:
+                    imports.setdefault("numpy", "import numpy")
             elif _raw_kernel(value, used):
                 imports.setdefault("cupy", "import cupy")
                 constants[used] = _raw_kernel(value, used)
-            elif used in _stored_globals(py.__code__):  # its own cache: starts empty in the new process
-                empty = type(value).__name__ + "()" if type(value) in (dict, list, set) else "None"
-                constants[used] = f"{used} = {empty}  # filled by {name} when it runs"
             else:
                 skipped.append(f"{used} ({type(value).__name__})")
     parts = list(dict.fromkeys(imports.values())) + list(constants.values()) + list(reversed(functions.values()))
