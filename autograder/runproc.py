@@ -111,6 +111,10 @@ class RunnerProcess:
                 argv = sanitizer_prefix(sanitize) + argv
                 extra_ro.append(str(Path(_sanitizer()).resolve().parent.parent))
             argv = list(wrap or []) + argv
+            if argv[0] != sys.executable and os.geteuid() == 0:
+                # A tool starts the runner (compute-sanitizer, Nsight Compute): it runs as the
+                # sandbox's unprivileged user too, not as the root bubblewrap starts with.
+                argv = sandbox.as_user(slot) + argv
             cmd = sandbox.command(argv, gpu=not simulator, slot=slot, limits=limits, hidden=hidden, env=env_extra,
                                   extra_ro=extra_ro or None)
             argv = cmd.argv + [str(cmd.uid)]

@@ -287,6 +287,15 @@ def _supports_disable_userns(bwrap: str) -> bool:
     return _DISABLE_USERNS[bwrap]
 
 
+def as_user(slot: int = 0) -> list[str]:
+    """The command prefix that runs what follows as the sandbox's unprivileged user (when
+    bubblewrap runs as root): for a tool that starts the runner, so that no process of the
+    sandbox keeps root while learner code runs."""
+    uid = str(UID_BASE + slot)
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [setpriv, "--reuid", uid, "--regid", uid, "--clear-groups"]
+
+
 def drop_privileges(uid: int) -> None:
     """In the runner, first thing: become an unprivileged user (when bubblewrap ran as root)."""
     if os.getuid() == 0:

@@ -140,3 +140,26 @@ def test_a_zombie_counts_as_gone_unless_its_threads_still_run():
         proc.kill()
         proc.wait()
     assert sandbox._zombie(proc.pid)  # reaped: gone
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as an unprivileged user every process of the sandbox is that user")
+def test_a_tool_that_starts_the_runner_runs_as_the_sandbox_user_too():
+    """compute-sanitizer and Nsight Compute start the runner inside its sandbox. When the grader
+    is root, bubblewrap starts as root and only the runner dropped to its own user: the tool,
+    a parent of learner code, kept root. It now runs as the sandbox's user as well."""
+    from autograder.judge import Judge, Options
+    from autograder.labs import get_lab
+    from autograder.runproc import RunnerProcess
+
+    lab = get_lab("first_kernel")
+    judge = Judge(lab, Options(simulator=True, seed=1, timeout=60.0), cells=[])
+    wrapper = ["/bin/sh", "-c", 'echo "wrapper uid $(id -u) caps $(grep CapEff /proc/self/status)"; exec "$@"', "sh"]
+    proc = RunnerProcess(judge._runner_job(lab.exercises[0]), simulator=True, sandboxed=True, wrap=wrapper)
+    try:
+        hello = proc.receive(60)
+        assert hello.get("ok"), hello
+    finally:
+        proc.close()
+        judge.close()
+    said = proc.log.text()
+    assert f"wrapper uid {sandbox.UID_BASE}" in said and "CapEff:\t0000000000000000" in said, said
