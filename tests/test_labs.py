@@ -86,26 +86,31 @@ def test_student_cells_compile(path):
             compile(strip_magics("".join(cell["source"])), f"{path.name} cell {i}", "exec")
 
 
-def _grade_both(lab: str, tmp_path: Path):
+def _grade_both(lab: str, tmp_path: Path) -> Path:
+    """The solution and the release graded in one run, as a class is (one judge for both)."""
     mode = [] if GPU_MODE else ["--simulator"]
-    autograder("grade", "--lab", lab, "--out", str(tmp_path / "sol"), *mode, str(solution(lab)))
-    autograder("grade", "--lab", lab, "--out", str(tmp_path / "stu"), *mode, str(student_path(solution(lab))))
-    return tmp_path / "sol", tmp_path / "stu"
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "solution.ipynb").write_bytes(solution(lab).read_bytes())
+    (subs / "release.ipynb").write_bytes(student_path(solution(lab)).read_bytes())
+    autograder("grade", "--lab", lab, "--out", str(tmp_path / "out"), *mode, str(subs))
+    return tmp_path / "out"
 
 
-def _correctness(out: Path) -> dict[str, float]:
-    (name,) = gradebook(out)
+def _correctness(out: Path, name: str) -> dict[str, float]:
     tests = json.loads((out / name / "results.json").read_text())["tests"]
     return {t["extra_data"]["exercise"]: t["score"] for t in tests if t["extra_data"]["part"] == "correctness"}
 
 
 @pytest.mark.parametrize("lab", LABS)
 def test_solution_full_correctness_and_student_zero(lab, tmp_path):
-    sol, stu = _grade_both(lab, tmp_path)
-    (student,) = gradebook(stu).values()
+    out = _grade_both(lab, tmp_path)
+    book = gradebook(out)
+    assert sorted(book) == ["release", "solution"], book
+    student, solved = book["release"], _correctness(out, "solution")
     for ex in get_lab(lab).exercises:
         if GPU_MODE or not ex.gpu_only:
-            assert _correctness(sol)[ex.name] == ex.points, (ex.name, _correctness(sol))
+            assert solved[ex.name] == ex.points, (ex.name, solved)
         assert float(student[ex.name]) == 0, (ex.name, student)
 
 
@@ -113,6 +118,5 @@ def test_solution_full_correctness_and_student_zero(lab, tmp_path):
 @pytest.mark.parametrize("lab", LABS)
 def test_solution_full_marks_with_speed(lab, tmp_path):
     """Speed points too; run with the other GPU tests, alone, so timings are undisturbed."""
-    sol, _ = _grade_both(lab, tmp_path)
-    (solution_row,) = gradebook(sol).values()
+    solution_row = gradebook(_grade_both(lab, tmp_path))["solution"]
     assert float(solution_row["total"]) == get_lab(lab).max_points, solution_row
