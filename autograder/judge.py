@@ -233,7 +233,7 @@ class LocalTarget(Target):
 
 
 # --------------------------------------------------------------------------- the judge
-# A judge that grades submission after submission (``serve``) keeps the reference's runner:
+# A judge that grades submission after submission (``main``) keeps the reference's runner:
 # (lab, simulator, profiling) -> (RunnerProcess, its hello read).
 KEEP_REFERENCE = [False]
 _KEPT_REFERENCE: dict = {}
@@ -647,8 +647,8 @@ class Judge:
             return {"error": "could not profile it: no kernel of yours was launched in the profiled call"}
         mine, ref = _main_kernel(yours), _main_kernel(reference)
         columns = {"yours": mine} if ref is None else {"yours": mine, "reference": ref}
-        text = (f"Nsight Compute on {describe(params)}: your {len(yours)} kernel launch(es), the longest "
-                f"({mine.name}) shown\n" + nsight.table(columns))
+        launches = "your one kernel" if len(yours) == 1 else f"the longest of your {len(yours)} kernel launches"
+        text = f"Nsight Compute on {describe(params)}: {launches} ({mine.name})\n" + nsight.table(columns)
         return {"tool": "nsight", "case": dict(params), "yours": nsight.checked(yours),
                 "reference": nsight.checked(reference), "findings": nsight.diagnose(mine, ref), "text": text,
                 **({"report": report + ".ncu-rep"} if report else {})}
