@@ -176,7 +176,7 @@ def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
     if ex.backend != "numba":
         print("Profile: the simulator traces Numba kernels only.")
         return None
-    from .memtrace import profile_of, side_by_side, trace, worse_than
+    from .memtrace import profile_of, side_by_side, trace, warp_window, worse_than, worst_access
 
     params = ex.largest_case(True)
     inputs = ex.inputs(params, rng)
@@ -192,8 +192,51 @@ def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
             ref_judge.close()
     yours, reference = profile_of(mine.report()), (profile_of(ref.report()) if ref is not None else None)
     print(side_by_side(describe(params), yours, reference))
-    return {"case": dict(params), "yours": yours["summary"], "findings": worse_than(yours, reference),
-            "reference": reference["summary"] if reference is not None else None}
+    findings = worse_than(yours, reference)
+    out = {"case": dict(params), "yours": yours["summary"], "findings": findings,
+           "reference": reference["summary"] if reference is not None else None}
+    worst = worst_access(findings)
+    if worst is not None:  # the access to fix, drawn: which element each thread of the first warp touched
+        array, kind, kernel = worst
+        try:
+            touch = mine.touch_map(array, launch=mine.launch_of(kernel), kind=kind)
+        except (KeyError, ValueError, IndexError):
+            return out
+        touch = _the_learners_view(touch, ex, params, inputs, array)
+        lanes, others, origin = warp_window(touch)
+        out["warp_map"] = {"array": array, "kind": kind, "kernel": kernel, "origin": origin,
+                           "lanes": lanes.tolist()}
+        _draw_warp_map(lanes, others, origin, f"warp 0's {kind}s of `{array}` in `{kernel}`: the lane that "
+                                              "touched each element (grey: other threads)")
+    return out
+
+
+def _the_learners_view(touch, ex, params, inputs, array: str):
+    """The learner's array as the case shapes it: the trace maps the memory the kernel was given,
+    flat (the judge's buffers are one-dimensional; the learner gets a view of the case's shape)."""
+    if array in inputs and isinstance(inputs[array], np.ndarray):
+        shape = inputs[array].shape
+    elif array in ex.outputs:
+        shape = tuple(ex.outputs[array].shape(params))
+    else:
+        return touch
+    return touch.reshape(shape) if touch.size == int(np.prod(shape)) else touch
+
+
+def _draw_warp_map(lanes, others, origin, title: str) -> None:
+    """In a notebook, the figure; elsewhere (a script, the grader) nothing."""
+    try:
+        from IPython import get_ipython
+
+        if get_ipython() is None:
+            return
+        import matplotlib.pyplot as plt
+
+        from course.plots_tools import warp_access_map
+    except ImportError:
+        return
+    warp_access_map(lanes, others, origin, title)
+    plt.show()
 
 
 REPORTS = "profiles"  # where check(profile=True) keeps Nsight Compute's report files, beside the notebook

@@ -693,6 +693,13 @@ class Tracer:
         launches = [_analyse(r) for r in self.launches]
         return Report(launches=launches, error=self.error)
 
+    def launch_of(self, kernel: str) -> int:
+        """The index of the last launch of ``kernel`` (a kernel may be launched several times)."""
+        found = [i for i, r in enumerate(self.launches) if r.kernel == kernel]
+        if not found:
+            raise KeyError(f"no launch of kernel {kernel!r}")
+        return found[-1]
+
     def touch_map(self, array: str, launch: int = -1, kind: str | None = None) -> np.ndarray:
         """For a figure of the access pattern: an int array of ``array``'s shape holding the linear
         index of the thread that last touched each element, ``block * threads_per_block +
@@ -726,6 +733,41 @@ class Tracer:
             who = data[:, 1] * int(np.prod(rec.block)) + data[:, 2]
             out[tuple(c[ok] for c in coords)] = who[ok]  # later accesses win
         return out
+
+
+def warp_window(touch: np.ndarray, warp: int = 0, most: tuple = (32, 64)) -> tuple:
+    """Where one warp's 32 threads (the warp-th of the grid, thread ids as ``touch_map`` numbers
+    them) touched an array: (lanes, others, origin). ``lanes`` holds the lane (0-31) that touched
+    each element of a window around them, -1 elsewhere; ``others`` marks the elements other
+    threads touched; ``origin`` is the window's first (row, column). A 1D array is shown as rows
+    of 32 elements. The window is at most ``most`` (rows, columns)."""
+    grid = touch if touch.ndim == 2 else None
+    if grid is None:
+        flat = touch.reshape(-1)
+        pad = (-len(flat)) % 32
+        grid = np.concatenate([flat, np.full(pad, -1, flat.dtype)]).reshape(-1, 32)
+    first = 32 * warp
+    mine = (grid >= first) & (grid < first + 32)
+    if not mine.any():
+        return np.full((1, 1), -1), np.zeros((1, 1), bool), (0, 0)
+    rows, cols = np.nonzero(mine)
+    r0, c0 = int(rows.min()), int(cols.min())
+    r1 = min(int(rows.max()) + 1, r0 + most[0])
+    c1 = min(max(int(cols.max()) + 1, c0 + min(32, grid.shape[1] - c0)), c0 + most[1])
+    window = grid[r0:r1, c0:c1]
+    lanes = np.where((window >= first) & (window < first + 32), window - first, -1)
+    return lanes, (window >= 0) & (lanes < 0), (r0, c0)
+
+
+def worst_access(findings: list) -> tuple | None:
+    """(array, kind, kernel) of the first global-memory finding, to draw: None if there is none."""
+    import re
+
+    for f in findings:
+        m = re.match(r"each warp's (loads|stores|atomics) of `(\w+)` at line \d+ \(kernel `(\w+)`\)", f)
+        if m:
+            return m.group(2), {"loads": "load", "stores": "store", "atomics": "atomic"}[m.group(1)], m.group(3)
+    return None
 
 
 def _offsets(info, idx) -> tuple:

@@ -510,6 +510,32 @@ def test_check_profile_traces_yours_and_the_reference_and_names_the_stride(capsy
     cols = result.profile["case"]["cols"]
     assert any("`a`" in f and f"{cols} apart" in f for f in result.profile["findings"]), printed
     assert "What to look at:" in printed
+    # Which element each thread of the first warp loaded: down columns (16 rows), not along a row.
+    drawn = result.profile["warp_map"]
+    assert (drawn["array"], drawn["kind"], drawn["kernel"]) == ("a", "load", "naive_kernel")
+    lanes = np.array(drawn["lanes"])
+    assert sorted(lanes[lanes >= 0].tolist()) == list(range(32))
+    assert (lanes >= 0).any(axis=1).sum() == 16 and (lanes >= 0).any(axis=0).sum() == 2, lanes
+
+
+def test_the_warp_window_of_a_coalesced_and_a_strided_access():
+    """memtrace.warp_window: a warp reading 32 neighbours lies along one row; reading every 32nd
+    element (a 1D array shown as rows of 32) it runs down one column."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from autograder.memtrace import warp_window
+    from course.plots_tools import warp_access_map
+
+    n = 32 * 40
+    coalesced = np.arange(n)  # element i touched by thread i
+    lanes, others, origin = warp_window(coalesced)
+    assert lanes.shape[0] == 1 and sorted(lanes[0].tolist()) == list(range(32)) and origin == (0, 0)
+    strided = np.full(n, -1)
+    strided[np.arange(32) * 32] = np.arange(32)  # thread t touched element 32 t
+    lanes, others, _ = warp_window(strided)
+    assert lanes.shape == (32, 32) and lanes[:, 0].tolist() == list(range(32)) and (lanes[:, 1:] == -1).all()
+    fig = warp_access_map(lanes, others, (0, 0), "strided")
+    assert fig.axes and fig.get_size_inches()[0] <= 7.5
 
 
 @simulator_only
