@@ -91,8 +91,9 @@ def rules(ex: Exercise) -> dict:
     if host_write:
         extra += ["cuda.bindings.driver.cuMemcpyHtoD*"]
     cupy_math = ex.backend == "cupy" and "cupy.*" in deny
+    tensor_math = ex.backend == "torch" and "torch.*" in deny  # a Triton exercise: torch only holds the data
     return {"deny": deny + extra, "allow": allow, "host_read": host_read, "host_write": host_write,
-            "array_math": cupy_math, "methods": methods}
+            "array_math": cupy_math, "tensor_math": tensor_math, "methods": methods}
 
 
 def libraries(ex: Exercise) -> list[str]:

@@ -456,6 +456,32 @@ def guard_numba_arrays(simulator: bool) -> None:
                 patch_getitem(cls, name, da.DeviceNDArrayBase)
 
 
+# What a Triton answer may still ask of torch itself: a tensor's shape and layout, views of it,
+# its address (what Triton's launcher reads), and empty tensors to write into.
+TORCH_KEPT = {"__get__", "numel", "size", "dim", "stride", "data_ptr", "is_contiguous", "element_size",
+              "storage_offset", "view", "reshape", "__getitem__", "__len__", "empty", "empty_like", "is_cuda"}
+
+
+def torch_math_mode():
+    """A torch function mode that refuses torch's functions, tensor methods and operators to
+    learner callers (a Triton exercise: the work is its kernel's); the exercise's allowed names
+    and TORCH_KEPT stay allowed, and Triton's own use of torch (its launcher, its interpreter)
+    is not the learner's."""
+    from torch.overrides import TorchFunctionMode
+
+    guard = GUARD
+    kept = TORCH_KEPT | {a.rsplit(".", 1)[-1] for a in guard.rules.get("allow", ()) if a.startswith("torch.")}
+
+    class RefuseTensorMath(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = getattr(func, "__name__", "") or str(func)
+            if name not in kept and guard.active and guard.caller_is_learner(2):
+                raise guard.refuse(f"torch's {name} on tensors (here the Triton kernel does the work)")
+            return func(*args, **(kwargs or {}))
+
+    return RefuseTensorMath()
+
+
 def guarded_cupy_class(cp):
     """A CuPy array type whose methods and operators refuse learner callers where the exercise
     forbids them (CuPy's array maths where only raw kernels are allowed)."""
@@ -1175,11 +1201,12 @@ class Runner:
             shared.copy_to_device(own)
 
     def _run(self, fn, args, leaks=None) -> None:
-        if leaks is not None:
-            with leaks:
+        with torch_math_mode() if GUARD.rules.get("tensor_math") else contextlib.nullcontext():
+            if leaks is not None:
+                with leaks:
+                    fn(*args)
+            else:
                 fn(*args)
-        else:
-            fn(*args)
 
     def describe(self, exc: BaseException, msg: dict) -> str:
         names = ", ".join(msg.get("names", []))

@@ -100,7 +100,8 @@ class RunnerProcess:
         parent, child = socket.socketpair()
         self.sock = parent
         out_r, out_w = os.pipe()
-        env_extra = {"NUMBA_ENABLE_CUDASIM": "1" if simulator else "0"}
+        # Simulator mode: Numba's CUDA simulator, and Triton's interpreter for Triton kernels.
+        env_extra = {"NUMBA_ENABLE_CUDASIM": "1" if simulator else "0", "TRITON_INTERPRET": "1" if simulator else "0"}
         self.tmp = None
         cmd = None
         if self.sandboxed:

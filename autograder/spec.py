@@ -164,6 +164,11 @@ class Lab:
 SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.float32", "!numpy.float64")
 NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host", "*.copy_to_device",
                 "numba.cuda.to_device") + SCALARS
+# Triton exercises: the arrays are torch tensors and the work is the Triton kernel's. torch's
+# functions, tensor methods and operators are refused to learner code (runner.torch_math_mode),
+# except a tensor's shape, views and address, and empty tensors.
+TRITON_ONLY = ("torch.*", "numpy.*", "cupy.*", "!torch.empty", "!torch.empty_like", "!torch.float32",
+               "!torch.float16", "!torch.bfloat16", "!torch.int32", "!torch.int64") + SCALARS
 # CuPy array methods that copy or fill: the copy a learner is asked to write themselves.
 CUPY_ARRAY_COPIES = ("*.copy", "*.get", "*.set", "*.fill", "*.copy_from*", "*.copy_to*", "*.astype")
 
