@@ -848,14 +848,11 @@ def test_gpu_check_times_a_call_that_synchronises_the_device():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
-gpu_only = pytest.mark.skipif(not GPU_MODE, reason="Nsight Compute measures real kernels: needs a GPU")
-
-
 def _longest(kernels: list[dict]) -> dict:
     return max(kernels, key=lambda k: k["duration_us"])
 
 
-@gpu_only
+@pytest.mark.gpu  # Nsight Compute measures real kernels
 def test_check_profile_on_a_gpu_measures_yours_and_the_reference_with_nsight(capsys, tmp_path, monkeypatch):
     """On a GPU, check(fn, profile=True) runs the learner's function (sent as source) and the
     reference at the timing size under Nsight Compute: the naive transpose's loads touch many
@@ -887,7 +884,7 @@ def test_check_profile_on_a_gpu_measures_yours_and_the_reference_with_nsight(cap
     assert profiled - plain <= 30, (plain, profiled)
 
 
-@gpu_only
+@pytest.mark.gpu  # Nsight Compute measures real kernels
 def test_grade_profile_on_a_gpu_runs_nsight_in_the_sandbox_and_changes_no_grade(tmp_path):
     """`grade --profile` on a GPU: the learner's kernels are measured by Nsight Compute inside its
     sandbox, the reference's in its own runner; the table goes into the feedback, the figures

@@ -3,6 +3,7 @@ the judge's buffers and launches Triton kernels; in simulator mode they run in T
 interpreter (TRITON_INTERPRET=1), inside the sandboxed runner."""
 from __future__ import annotations
 
+import os
 import textwrap
 
 import numpy as np
@@ -13,7 +14,7 @@ from autograder.spec import TRITON_ONLY, Exercise, Lab, Out
 
 triton = pytest.importorskip("triton", reason="Triton is not installed (the `triton` extra)")
 
-GPU_MODE = __import__("os").environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0")
+GPU_MODE = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0")  # the root conftest decides
 pytestmark = pytest.mark.skipif(GPU_MODE, reason="the interpreter's path: simulator mode")
 
 
