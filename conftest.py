@@ -17,8 +17,10 @@ from course.device import gpu_count, gpu_present  # noqa: E402
 GPU = gpu_present() and os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0")
 MULTI_GPU = GPU and gpu_count() >= 2
 if not GPU:
-    # Set before anything imports numba, here and in every notebook kernel nbval starts.
+    # Set before anything imports numba or triton, here and in every notebook kernel nbval starts:
+    # Numba's CUDA simulator, and Triton's interpreter.
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    os.environ["TRITON_INTERPRET"] = "1"
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 

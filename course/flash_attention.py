@@ -1,0 +1,78 @@
+"""FlashAttention's forward pass in Triton: attention without the score matrix in memory.
+
+Each program owns BLOCK_M rows of queries of one (batch, head). It walks the keys and values in
+blocks of BLOCK_N, keeping for each row the running maximum ``m``, the running sum of
+exponentials ``l`` and the unnormalised output ``acc`` (the online softmax of chapter 9), so the
+N x N scores never leave the SM. Exponentials are taken in base 2 with the scale folded in
+(exp(x) = 2^(x log2 e)), which the hardware computes directly. With ``causal``, a program stops at
+its own diagonal block: the blocks above it would be masked whole.
+
+The chapter *FlashAttention* builds this kernel step by step; the lab's reference is this one.
+In simulator mode (no GPU) Triton's interpreter runs it on CPU tensors, slowly: small shapes only.
+"""
+from __future__ import annotations
+
+import math
+
+import triton
+import triton.language as tl
+
+from .triton_compat import patch_interpreter
+
+patch_interpreter()
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _attention_forward(Q, K, V, O, stride_b, stride_h, stride_n, heads, n_ctx, scale_log2,
+                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       CAUSAL: tl.constexpr):
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    base = (bh // heads) * stride_b + (bh % heads) * stride_h  # q, k, v and o share one layout
+    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + base + rows[:, None] * stride_n + dims[None, :], mask=rows[:, None] < n_ctx, other=0.0)
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    # causal: up to this program's own diagonal (the keys past n_ctx are masked below)
+    end = (start_m + 1) * BLOCK_M if CAUSAL else n_ctx
+    for start_n in tl.range(0, end, BLOCK_N):
+        cols = start_n + tl.arange(0, BLOCK_N)
+        k = tl.load(K + base + cols[None, :] * stride_n + dims[:, None], mask=cols[None, :] < n_ctx, other=0.0)
+        s = tl.dot(q, k) * scale_log2  # (BLOCK_M, BLOCK_N) scores, in base-2 units
+        keep = cols[None, :] < n_ctx
+        if CAUSAL:
+            keep = keep & (rows[:, None] >= cols[None, :])
+        s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)  # how much the old running sums shrink
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + base + cols[:, None] * stride_n + dims[None, :], mask=cols[:, None] < n_ctx, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    out = acc / l_i[:, None]
+    tl.store(O + base + rows[:, None] * stride_n + dims[None, :], out.to(O.dtype.element_ty),
+             mask=rows[:, None] < n_ctx)
+
+
+def attention(q, k, v, causal: bool = False, block_m: int = 128, block_n: int = 64, num_warps: int = 8,
+              num_stages: int = 3):
+    """softmax(q kᵀ / sqrt(d)) v for tensors of shape (batch, heads, tokens, head_dim), contiguous,
+    head_dim a power of two of at least 16. Returns a new tensor like ``q``."""
+    import torch
+
+    batch, heads, n, d = q.shape
+    if k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(f"q, k and v must have one shape; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if d < 16 or d & (d - 1):
+        raise ValueError(f"head_dim must be a power of two of at least 16 (tl.dot's smallest tile); got {d}")
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    o = torch.empty_like(q)
+    grid = (triton.cdiv(n, block_m), batch * heads)
+    _attention_forward[grid](q, k, v, o, q.stride(0), q.stride(1), q.stride(2), heads, n,
+                             LOG2E / math.sqrt(d), HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
+                             CAUSAL=causal, num_warps=num_warps, num_stages=num_stages)
+    return o
