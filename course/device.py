@@ -39,8 +39,9 @@ def simulator_requested() -> bool:
 def setup(verbose: bool = True, extras=()) -> str:
     """Pick the execution mode for this process and return it ("gpu" or "simulator").
 
-    Call it before importing numba. With no GPU it turns the simulator on, so every
-    Numba kernel still runs (slowly, on the CPU) and out-of-bounds indexing raises.
+    Call it before importing numba or triton. With no GPU it turns the simulator on, so every
+    Numba kernel still runs (slowly, on the CPU) and out-of-bounds indexing raises, and Triton's
+    interpreter, which runs Triton kernels on the CPU on torch tensors.
     ``extras`` names the package extras the notebook needs (e.g. ["torch"]): see course/install.py.
     """
     if "numba" in sys.modules and not simulator_requested():
@@ -51,7 +52,10 @@ def setup(verbose: bool = True, extras=()) -> str:
                 "restart the kernel and run the setup cell first."
             )
     elif simulator_requested() or not gpu_present():
+        # Without a GPU, Numba kernels run in its CUDA simulator and Triton kernels in Triton's
+        # interpreter: both must be switched on before numba or triton is imported.
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        os.environ["TRITON_INTERPRET"] = "1"
         mode = "simulator"
     else:
         mode = "gpu"
@@ -60,13 +64,18 @@ def setup(verbose: bool = True, extras=()) -> str:
 
     ensure(extras, verbose=verbose)
     # --- end install
+    if mode == "simulator" and "triton" in extras:
+        from .triton_interpreter import mend_scalar_index
+
+        mend_scalar_index()
     if verbose:
         if mode == "gpu":
             print("Mode: GPU. Every cell runs on the device.")
         else:
+            triton = " and Triton kernels through Triton's interpreter" if "triton" in extras else ""
             print(
                 "Mode: simulator (no GPU found). Numba kernels run on the CPU through the "
-                "CUDA simulator; cells that start with %%gpu say what they show on a GPU "
+                f"CUDA simulator{triton}; cells that start with %%gpu say what they show on a GPU "
                 "and are skipped."
             )
     global MODE
