@@ -65,7 +65,7 @@ def hidden_libraries(ex: Exercise) -> dict[str, str]:
     allow = [p[1:] for p in ex.forbidden if p.startswith("!")]
     out = {}
     for lib, packages in (("cupy", ("cupy", "cupyx", "cupy_backends")), ("torch", ("torch", "torchgen", "functorch"))):
-        if f"{lib}.*" in deny and ex.backend != lib and not any(a.startswith(lib + ".") for a in allow):
+        if f"{lib}.*" in deny and lib not in libraries(ex) and not any(a.startswith(lib + ".") for a in allow):
             for pkg in packages:
                 out[pkg] = f"exercise '{ex.name}' forbids {lib}"
     return out
@@ -91,13 +91,13 @@ def rules(ex: Exercise) -> dict:
     if host_write:
         extra += ["cuda.bindings.driver.cuMemcpyHtoD*"]
     cupy_math = ex.backend == "cupy" and "cupy.*" in deny
-    tensor_math = ex.backend == "torch" and "torch.*" in deny  # a Triton exercise: torch only holds the data
+    tensor_math = ex.backend == "triton" or (ex.backend == "torch" and "torch.*" in deny)  # torch only holds the data
     return {"deny": deny + extra, "allow": allow, "host_read": host_read, "host_write": host_write,
             "array_math": cupy_math, "tensor_math": tensor_math, "methods": methods}
 
 
 def libraries(ex: Exercise) -> list[str]:
-    return {"cupy": ["cupy"], "torch": ["torch"]}.get(ex.backend, [])
+    return {"cupy": ["cupy"], "torch": ["torch"], "triton": ["torch", "triton"]}.get(ex.backend, [])
 
 
 def engine_source(lab: Lab) -> str:
@@ -258,6 +258,13 @@ class Options:
     profile: bool = False  # simulator: trace each passing Numba exercise's memory accesses (never scored)
 
 
+def triton_compat_source() -> str:
+    """triton_compat.py's source, for a runner in simulator mode (Triton's interpreter)."""
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parent / "triton_compat.py").read_text()
+
+
 def memtrace_source() -> str:
     """memtrace.py's source, for a runner to load: the sandbox holds no other file of the grader."""
     from pathlib import Path
@@ -337,7 +344,8 @@ class Judge:
                 "patterns": patterns, "load_rules": {"deny": common, "allow": []},
                 "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),
                 "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
-                "memtrace": memtrace_source() if self.profiling() and self.opts.simulator else None}
+                "memtrace": memtrace_source() if self.profiling() and self.opts.simulator else None,
+                "triton_compat": triton_compat_source() if self.opts.simulator and ex.backend == "triton" else None}
 
     def failed_cell(self, ex: Exercise) -> str:
         """Why this exercise's own cell (or a cell that answers no exercise by name) failed, if it did."""

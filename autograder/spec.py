@@ -64,8 +64,9 @@ DEFAULT_TOLERANCE = {
 class Exercise:
     name: str  # the function learners define
     title: str
-    backend: str  # "numba", "cupy" or "torch": the kind of device arrays passed in (torch
-    # tensors live on the GPU, or on the CPU in simulator mode, where no simulator is needed)
+    backend: str  # "numba", "cupy", "torch" or "triton": the kind of device arrays passed in (torch
+    # tensors live on the GPU, or on the CPU in simulator mode, where no simulator is needed);
+    # "triton": torch tensors, and the work done by Triton kernels (Triton's interpreter in simulator mode)
     args: tuple[str, ...]  # argument order of the contract
     inputs: Callable[[Params, np.random.Generator], dict[str, Any]]
     outputs: Mapping[str, Out]
