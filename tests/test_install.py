@@ -138,6 +138,8 @@ def needed_extras(nb: dict) -> list[str]:
     if imports & {"onnx", "onnxruntime", "onnxscript", "fastapi", "uvicorn", "aiohttp"} \
             or re.search(r"\b(Server|make_app|run_load)\b", code):  # course.serving's server and load generator
         return ["llm"]
+    if "triton" in imports:  # Part V: Triton, which needs torch too
+        return ["triton"]
     return ["torch"] if "torch" in imports else []
 
 
