@@ -107,7 +107,7 @@ def default_chunk(batch: int, kv_heads: int, max_len: int, sms: int, block_t: in
 
 
 def decode_attention(q, k, v, lengths, out, block_table=None, chunk: int | None = None, block_t: int = 64,
-                     num_warps: int = 4, num_stages: int = 2, sms: int | None = None):
+                     num_warps: int = 4, num_stages: int = 3, sms: int | None = None):
     """out[b, h] = softmax(q[b, h] . k[b, :n_b, h // G] / sqrt(D)) v[b, :n_b, h // G] for each sequence b.
 
     q: (B, H, D) float16; out: (B, H, D), any float dtype; lengths: (B,) int32, at least 1.
@@ -129,12 +129,18 @@ def decode_attention(q, k, v, lengths, out, block_table=None, chunk: int | None 
     o_part = torch.empty((batch, heads, splits, block_d), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((batch, heads, splits), dtype=torch.float32, device=q.device)
     table = block_table if paged else lengths  # any int32 tensor: never read when contiguous
-    _decode_partial[(batch, kv_heads, splits)](
-        q, k, v, table, lengths, o_part, lse_part,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), table.stride(0) if paged else 0,
-        o_part.stride(0), o_part.stride(1), o_part.stride(2), head_dim, chunk, LOG2E / math.sqrt(head_dim),
-        GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_D=block_d, BLOCK_T=block_t,
-        PAGE_SIZE=k.shape[1] if paged else 1, PAGED=paged, num_warps=num_warps, num_stages=num_stages)
+    def partial(bt, warps, stages):
+        _decode_partial[(batch, kv_heads, splits)](
+            q, k, v, table, lengths, o_part, lse_part,
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), table.stride(0) if paged else 0,
+            o_part.stride(0), o_part.stride(1), o_part.stride(2), head_dim, chunk, LOG2E / math.sqrt(head_dim),
+            GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_D=block_d, BLOCK_T=bt,
+            PAGE_SIZE=k.shape[1] if paged else 1, PAGED=paged, num_warps=warps, num_stages=stages)
+
+    try:
+        partial(block_t, num_warps, num_stages)
+    except triton.runtime.errors.OutOfResources:  # a GPU with less shared memory per block (a T4's 64 KiB)
+        partial(16, 4, 1)
     _decode_combine[(batch, heads)](
         o_part, lse_part, lengths, out, o_part.stride(0), o_part.stride(1), o_part.stride(2),
         out.stride(0), out.stride(1), head_dim, chunk, BLOCK_S=triton.next_power_of_2(splits), BLOCK_D=block_d)

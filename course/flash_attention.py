@@ -76,9 +76,11 @@ def _attention_forward(Q, K, V, O, stride_b, stride_h, stride_n, heads, n_ctx, s
 
 
 def attention(q, k, v, causal: bool = False, block_m: int = 128, block_n: int = 64, num_warps: int = 8,
-              num_stages: int = 3):
+              num_stages: int = 3, out=None):
     """softmax(q kᵀ / sqrt(d)) v for tensors of shape (batch, heads, tokens, head_dim), contiguous,
-    head_dim a power of two of at least 16. Returns a new tensor like ``q``."""
+    head_dim a power of two of at least 16. Returns a new tensor like ``q``, or writes ``out`` (contiguous,
+    q's shape and dtype). On a GPU whose shared memory cannot hold the tiles (a T4 has 64 KiB per
+    block), it falls back to blocks of 64 x 32 and two stages."""
     import torch
 
     batch, heads, n, d = q.shape
@@ -87,9 +89,17 @@ def attention(q, k, v, causal: bool = False, block_m: int = 128, block_n: int = 
     if d < 16 or d & (d - 1):
         raise ValueError(f"head_dim must be a power of two of at least 16 (tl.dot's smallest tile); got {d}")
     q, k, v = (t.contiguous() for t in (q, k, v))
-    o = torch.empty_like(q)
-    grid = (triton.cdiv(n, block_m), batch * heads)
-    _attention_forward[grid](q, k, v, o, q.stride(0), q.stride(1), q.stride(2), heads, n,
-                             LOG2E / math.sqrt(d), HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
-                             CAUSAL=causal, num_warps=num_warps, num_stages=num_stages)
+    if out is not None and (out.shape != q.shape or not out.is_contiguous()):
+        raise ValueError(f"out must be contiguous, of shape {tuple(q.shape)}; got {tuple(out.shape)}")
+    o = torch.empty_like(q) if out is None else out
+
+    def launch(bm, bn, warps, stages):
+        _attention_forward[(triton.cdiv(n, bm), batch * heads)](
+            q, k, v, o, q.stride(0), q.stride(1), q.stride(2), heads, n, LOG2E / math.sqrt(d), HEAD_DIM=d,
+            BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, num_warps=warps, num_stages=stages)
+
+    try:
+        launch(block_m, block_n, num_warps, num_stages)
+    except triton.runtime.errors.OutOfResources:
+        launch(64, 32, 4, 2)
     return o
