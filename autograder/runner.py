@@ -150,7 +150,9 @@ class Guard:
             f = sys._getframe(depth)
         except ValueError:
             return False
-        while f is not None and id(f.f_code) not in self.code_ids and _see_through(f.f_code.co_filename, transparent):
+        # the guard's own stand-ins (a wrapped numpy.array that NumPy calls) act for their caller too
+        while f is not None and id(f.f_code) not in self.code_ids and (
+                _see_through(f.f_code.co_filename, transparent) or f.f_code.co_filename == _RUNNER_FILE):
             if f.f_code.co_name == "<module>":
                 return False  # a module of the library being imported: what it does is its own
             f = f.f_back
@@ -182,6 +184,7 @@ def _stdlib_roots() -> tuple[str, ...]:
 
 
 _STDLIB = _stdlib_roots()
+_RUNNER_FILE = __file__
 _SITE = ("site-packages", "dist-packages")
 
 
@@ -475,11 +478,62 @@ def torch_math_mode():
     class RefuseTensorMath(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             name = getattr(func, "__name__", "") or str(func)
-            if name not in kept and guard.active and guard.caller_is_learner(2):
+            # torch's and NumPy's own frames act for whoever called them: torch.ops.aten.*,
+            # torch.nn.functional.* and a tensor's __array__ inside numpy.asarray are the learner's
+            # when learner code made the call
+            if name not in kept and guard.active and guard.caller_is_learner(2, transparent=_TENSOR_LIBRARIES):
                 raise guard.refuse(f"torch's {name} on tensors (here the Triton kernel does the work)")
             return func(*args, **(kwargs or {}))
 
     return RefuseTensorMath()
+
+
+_TENSOR_LIBRARIES = ("torch", "numpy", "functorch")
+
+
+def guard_torch_mode_switches() -> None:
+    """The ways to run torch without the function mode above, refused to learner code while the
+    guard is on: switching torch function modes off, popping them, and new threads (a mode
+    holds in the thread that entered it only)."""
+    import threading
+
+    import torch
+
+    guard = GUARD
+
+    def refusing(owner, name: str, what: str):
+        real = getattr(owner, name, None)
+        if real is None or getattr(real, "_grader_guarded", False):
+            return
+
+        def guarded(*args, **kwargs):
+            # learner code's own call only: torch switches its modes off and on itself, inside
+            # handle_torch_function, for every mode it runs
+            if guard.active and guard.rules.get("tensor_math") and guard.caller_is_learner(2):
+                raise guard.refuse(what)
+            return real(*args, **kwargs)
+
+        guarded._grader_guarded = True
+        setattr(owner, name, guarded)
+
+    for name in ("DisableTorchFunction", "DisableTorchFunctionSubclass", "_pop_torch_function_stack",
+                 "_set_torch_function_mode"):
+        refusing(torch._C, name, f"torch._C.{name} (it would run torch without the grader's torch guard)")
+    for name in ("_pop_mode", "_pop_mode_temporarily"):
+        refusing(torch.overrides, name, f"torch.overrides.{name} (it would run torch without the grader's guard)")
+    real_start = threading.Thread.start
+    if not getattr(real_start, "_grader_guarded", False):
+        def start(self, *args, **kwargs):
+            if guard.active and guard.rules.get("tensor_math"):
+                raise guard.refuse("a new thread (the grader's torch guard holds in your function's own thread)")
+            return real_start(self, *args, **kwargs)
+
+        start._grader_guarded = True
+        threading.Thread.start = start
+    import _thread
+
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        refusing(_thread, name, "a new thread (the grader's torch guard holds in your function's own thread)")
 
 
 def guarded_cupy_class(cp):
@@ -984,6 +1038,8 @@ class Runner:
         if "cupy" in sys.modules and self.gpu:
             self.cupy_class = guarded_cupy_class(sys.modules["cupy"])
         install_function_guards(job.get("patterns", []))
+        if "torch" in sys.modules:
+            guard_torch_mode_switches()
         GUARD.rules = job.get("load_rules", {})
         GUARD.exercise = "(loading your code)"
         sys.addaudithook(_audit)

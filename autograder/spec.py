@@ -167,9 +167,11 @@ NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host", "*.copy_to_dev
                 "numba.cuda.to_device") + SCALARS
 # Triton exercises: the arrays are torch tensors and the work is the Triton kernel's. torch's
 # functions, tensor methods and operators are refused to learner code (runner.torch_math_mode),
-# except a tensor's shape, views and address, and empty tensors.
-TRITON_ONLY = ("torch.*", "numpy.*", "cupy.*", "!torch.empty", "!torch.empty_like", "!torch.float32",
-               "!torch.float16", "!torch.bfloat16", "!torch.int32", "!torch.int64") + SCALARS
+# except a tensor's shape, views and address, and empty tensors. A block's `.handle` is the value
+# itself in Triton's interpreter (a NumPy array: NumPy's maths inside a "kernel" that no GPU could
+# compile), and no part of Triton's language.
+TRITON_ONLY = ("torch.*", "numpy.*", "cupy.*", "*.handle", "*.handle.*", "!torch.empty", "!torch.empty_like",
+               "!torch.float32", "!torch.float16", "!torch.bfloat16", "!torch.int32", "!torch.int64") + SCALARS
 # CuPy array methods that copy or fill: the copy a learner is asked to write themselves.
 CUPY_ARRAY_COPIES = ("*.copy", "*.get", "*.set", "*.fill", "*.copy_from*", "*.copy_to*", "*.astype")
 

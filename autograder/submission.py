@@ -320,11 +320,16 @@ def static_problems(code: str, function: str, patterns, policy: bool = False) ->
     scopes = _reachable(tree, function)
     scopes += [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     found = []
+    # private attributes the code itself defines (self._cache = ..., def _helper): its own, allowed on self/cls
+    own_private = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+    own_private |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for scope in scopes:
         for node in ast.walk(scope):
             line = getattr(node, "lineno", "?")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_CALLS:
                 found.append(f"{node.func.id}() (line {line})")
+            elif isinstance(node, ast.Name) and node.id in DYNAMIC_CALLS:
+                found.append(f"{node.id} (line {line})")  # f = getattr; f(obj, name): the same call by another name
             elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__", "__loader__", "__spec__"):
                 found.append(f"{node.id} (line {line})")
             elif isinstance(node, ast.Import):
@@ -344,6 +349,6 @@ def static_problems(code: str, function: str, patterns, policy: bool = False) ->
                     found.append(f".{a} (line {line})")
                 elif a in INTROSPECTION:
                     found.append(f".{a} (line {line})")
-                elif a.startswith("_") and not a.startswith("__") and owner not in ("self", "cls"):
+                elif a.startswith("_") and not a.startswith("__") and not (owner in ("self", "cls") and a in own_private):
                     found.append(f".{a}, a private attribute (line {line})")
     return sorted(set(found))
