@@ -217,8 +217,11 @@ def _see_through(filename: str, packages=None) -> bool:
         return True
     if filename.startswith(_STDLIB) and not any(s in filename for s in _SITE):
         return True
-    if packages:
-        return any(f"{os.sep}{p}{os.sep}" in filename for p in packages)
+    if packages:  # the package's own folder under site-packages (a venv's path may hold the same name)
+        for site in _SITE:
+            _, found, rest = filename.partition(f"{os.sep}{site}{os.sep}")
+            if found and rest.split(os.sep, 1)[0] in packages:
+                return True
     return False
 
 # Audit events that learner code may not raise while it runs: they build code the guard
