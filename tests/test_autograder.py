@@ -907,3 +907,15 @@ def test_grade_profile_on_a_gpu_runs_nsight_in_the_sandbox_and_changes_no_grade(
         2 * (ref["load_sectors_per_request"] + ref["store_sectors_per_request"]), profile
     assert any("stride" in f for f in profile["findings"]), profile
     assert "sectors/request" in test["output"]
+
+
+def test_the_torch_guard_sees_through_a_package_by_its_folder_not_a_name_in_the_path():
+    """A virtual environment at /opt/torch/.venv must not make Triton's frames look like torch's:
+    the guard would then take Triton's own torch calls (its autotuner's zero_) for the learner's."""
+    from autograder.runner import _see_through
+
+    venv = "/opt/torch/.venv/lib/python3.12/site-packages"
+    assert _see_through(f"{venv}/torch/_tensor.py", ("torch", "numpy"))
+    assert _see_through("/usr/lib/python3/dist-packages/numpy/lib/_stride_tricks_impl.py", ("torch", "numpy"))
+    assert not _see_through(f"{venv}/triton/testing.py", ("torch", "numpy"))
+    assert not _see_through(f"{venv}/triton/testing.py")
