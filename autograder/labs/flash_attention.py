@@ -134,7 +134,7 @@ def _exercise(name: str, title: str, causal: bool, points: float, speed_points: 
         cases=cases,
         timing_case=TIMED,
         baseline=_baseline(causal),
-        baseline_name="the course's FlashAttention-2 forward in Triton (course/flash_attention.py)",
+        baseline_name="course's FlashAttention-2 forward in Triton (course/flash_attention.py)",
         flops=flops(causal),
         points=points,
         # The reference scores 1.0x. FlashAttention without tl.dot (products summed in registers, off the
