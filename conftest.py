@@ -26,7 +26,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.g
 
 
 # Test files whose tests share a module- or session-wide fixture (a graded bank, a built site, a
-# virtual environment): under pytest-xdist (`make test` runs three workers) each such file runs on
+# virtual environment): under pytest-xdist (`make test` runs two workers) each such file runs on
 # one worker, so the fixture is built once. Other tests are spread one by one.
 # Largest first: they are handed out first, and the single tests fill in behind them.
 SHARED_FIXTURES = ("test_attacks", "test_autograder", "test_inflight_batching", "test_class", "test_policy_grading",
