@@ -34,7 +34,7 @@ PAGE = 16  # tokens per page (vLLM's default block size; the paged-attention lab
 @triton.jit
 def _decode_partial(Q, K, V, TABLE, LENS, O_PART, LSE_PART,
                     stride_qb, stride_qh, stride_kb, stride_kt, stride_kh, stride_tb,
-                    stride_ob, stride_oh, stride_os, head_dim, chunk, scale_log2,
+                    stride_ob, stride_oh, stride_os, stride_lb, stride_lh, head_dim, chunk, scale_log2,
                     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr,
                     BLOCK_T: tl.constexpr, PAGE_SIZE: tl.constexpr, PAGED: tl.constexpr):
     b = tl.program_id(0)
@@ -75,24 +75,23 @@ def _decode_partial(Q, K, V, TABLE, LENS, O_PART, LSE_PART,
         # this chunk's normalised output and its log2-sum-exp, for the combine
         o = O_PART + b * stride_ob + heads[:, None] * stride_oh + split * stride_os + d[None, :]
         tl.store(o, acc / l_i[:, None], mask=qmask)
-        lse = LSE_PART + (b * stride_ob + heads * stride_oh) // stride_os + split
+        lse = LSE_PART + b * stride_lb + heads * stride_lh + split
         tl.store(lse, m_i + tl.math.log2(l_i), mask=g < GROUP)
 
 
 @triton.jit
-def _decode_combine(O_PART, LSE_PART, LENS, OUT, stride_ob, stride_oh, stride_os, stride_outb, stride_outh,
-                    head_dim, chunk, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+def _decode_combine(O_PART, LSE_PART, LENS, OUT, stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
+                    stride_outb, stride_outh, head_dim, chunk, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
     b = tl.program_id(0)
     h = tl.program_id(1)
     splits = tl.cdiv(tl.load(LENS + b), chunk)
     s = tl.arange(0, BLOCK_S)
     d = tl.arange(0, BLOCK_D)
     used = s < splits
-    row = b * stride_ob + h * stride_oh
-    lse = tl.load(LSE_PART + row // stride_os + s, mask=used, other=float("-inf"))
+    lse = tl.load(LSE_PART + b * stride_lb + h * stride_lh + s, mask=used, other=float("-inf"))
     w = tl.math.exp2(lse - tl.max(lse, 0))  # each chunk's share of the softmax's denominator
     w = tl.where(used, w, 0.0)
-    o = tl.load(O_PART + row + s[:, None] * stride_os + d[None, :], mask=used[:, None] & (d[None, :] < head_dim),
+    o = tl.load(O_PART + b * stride_ob + h * stride_oh + s[:, None] * stride_os + d[None, :], mask=used[:, None] & (d[None, :] < head_dim),
                 other=0.0)
     out = tl.sum(w[:, None] * o, 0) / tl.sum(w, 0)
     tl.store(OUT + b * stride_outb + h * stride_outh + d, out.to(OUT.dtype.element_ty), mask=d < head_dim)
@@ -133,7 +132,8 @@ def decode_attention(q, k, v, lengths, out, block_table=None, chunk: int | None 
         _decode_partial[(batch, kv_heads, splits)](
             q, k, v, table, lengths, o_part, lse_part,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), table.stride(0) if paged else 0,
-            o_part.stride(0), o_part.stride(1), o_part.stride(2), head_dim, chunk, LOG2E / math.sqrt(head_dim),
+            o_part.stride(0), o_part.stride(1), o_part.stride(2), lse_part.stride(0), lse_part.stride(1), head_dim,
+            chunk, LOG2E / math.sqrt(head_dim),
             GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_D=block_d, BLOCK_T=bt,
             PAGE_SIZE=k.shape[1] if paged else 1, PAGED=paged, num_warps=warps, num_stages=stages)
 
@@ -143,5 +143,6 @@ def decode_attention(q, k, v, lengths, out, block_table=None, chunk: int | None 
         partial(16, 4, 1)
     _decode_combine[(batch, heads)](
         o_part, lse_part, lengths, out, o_part.stride(0), o_part.stride(1), o_part.stride(2),
-        out.stride(0), out.stride(1), head_dim, chunk, BLOCK_S=triton.next_power_of_2(splits), BLOCK_D=block_d)
+        lse_part.stride(0), lse_part.stride(1), out.stride(0), out.stride(1), head_dim, chunk,
+        BLOCK_S=triton.next_power_of_2(splits), BLOCK_D=block_d)
     return out

@@ -2,12 +2,10 @@
 and head against a paged KV cache, split along the sequence (flash-decoding) so that a batch of
 long sequences fills every SM, with the chunks' partial outputs combined by their log-sum-exps.
 
-The contract, the inputs and the float64 reference are the paged-attention lab's (Lab 16): the
-same pages, block table and grouped query heads, now in Triton and at the bandwidth the cache
-allows."""
+The contract, the inputs, the bytes and the float64 reference are the paged-attention lab's
+(Lab 16): the same pages, block table and grouped query heads, now in Triton and at the bandwidth
+the cache allows. A "full" case has every sequence at T tokens (paged_attention.seq_lengths)."""
 from __future__ import annotations
-
-import numpy as np
 
 from ..spec import TRITON_ONLY, Exercise, Lab, Out, Speed
 from . import paged_attention as paged
@@ -17,40 +15,6 @@ BLOCK = paged.BLOCK  # tokens per page
 # The timed size: 64 sequences that have all reached 4096 tokens, 32 query heads sharing 8
 # key/value heads of 128 values (Llama 2 70B's head shapes): 1 GiB of keys and values per call.
 TIMED = {"B": 64, "T": 4096, "H": 32, "KV": 8, "D": 128, "full": True}
-
-
-def lengths_of(p) -> np.ndarray:
-    """Every sequence at T tokens for a "full" case, else the paged-attention lab's spread of
-    lengths (the awkward ones around a page's edge, the rest from 1 to T)."""
-    if p.get("full"):
-        return np.full(p["B"], p["T"], dtype=np.int64)
-    return paged.seq_lengths(p)
-
-
-def _pool_blocks(lengths) -> int:
-    used = int(sum(paged.blocks_for(int(n)) for n in lengths))
-    return used + used // 4 + 1  # a quarter more free pages, as in a server's pool
-
-
-def _inputs(p, rng):
-    """Lab 16's attention inputs (queries and keys offset so that an unshifted exp overflows,
-    pages drawn at random from the pool, a -1 column past every table row), for any lengths."""
-    lengths = rng.permutation(lengths_of(p)).astype(np.int32)
-    blocks = _pool_blocks(lengths)
-    pages = rng.permutation(blocks).astype(np.int32)
-    table = np.full((p["B"], paged.blocks_for(p["T"]) + 1), -1, dtype=np.int32)
-    used = 0
-    for b, n in enumerate(lengths):
-        k = paged.blocks_for(int(n))
-        table[b, :k] = pages[used:used + k]
-        used += k
-    shape = (blocks, BLOCK, p["KV"], p["D"])
-    mq, mk = rng.choice([-1.0, 1.0]) * rng.uniform(2.8, 3.5, size=2)
-    sq, sk = rng.uniform(0.5, 2.0, size=2)
-    return {"q": paged.half(rng, (p["B"], p["H"], p["D"]), offset=mq, scale=sq),
-            "k_pages": paged.half(rng, shape, offset=mk, scale=sk),
-            "v_pages": paged.half(rng, shape),
-            "block_table": table, "lengths": lengths}
 
 
 def cases(sim: bool) -> list[dict]:
@@ -67,13 +31,6 @@ def cases(sim: bool) -> list[dict]:
         full = [(2, 48, 4, 2, 16), (4, 8192, 64, 8, 128), (64, 4096, 32, 8, 128)]
     out = [{"B": b, "T": t, "H": h, "KV": kv, "D": d} for b, t, h, kv, d in shapes]
     return out + [{"B": b, "T": t, "H": h, "KV": kv, "D": d, "full": True} for b, t, h, kv, d in full]
-
-
-def _bytes(p):
-    tokens = int(lengths_of(p).sum())
-    return (tokens * 2 * 2 * p["KV"] * p["D"]                        # keys and values of the real tokens
-            + p["B"] * p["H"] * p["D"] * (2 + 4)                      # queries read, outputs written
-            + 4 * (tokens // BLOCK + p["B"]))                        # the table entries used, the lengths
 
 
 def _base(q, k_pages, v_pages, block_table, lengths, out):
@@ -100,7 +57,7 @@ LAB = Lab(
             title="Split-K decode attention through the block table (Triton)",
             backend="triton",
             args=("q", "k_pages", "v_pages", "block_table", "lengths", "out"),
-            inputs=_inputs,
+            inputs=paged._attention_inputs,
             outputs={"out": Out(lambda p: (p["B"], p["H"], p["D"]), "float32")},
             reference=paged._attention_ref,
             cases=cases,
@@ -108,8 +65,8 @@ LAB = Lab(
             baseline=_base,
             baseline_name="reference kernel (split-K over chunks of the sequence, tiles of 64 tokens, "
                           "log-sum-exp combine)",
-            bytes_moved=_bytes,
-            flops=lambda p: 4 * int(lengths_of(p).sum()) * p["H"] * p["D"],
+            bytes_moved=paged._attention_bytes,
+            flops=lambda p: 4 * paged.total_tokens(p) * p["H"] * p["D"],
             points=3,
             # The solution is the reference's design, about 1.0x; full points from 0.8x leave room
             # for noise.

@@ -39,10 +39,11 @@ def half(rng: np.random.Generator, shape, offset=None, scale=None) -> np.ndarray
 def seq_lengths(p) -> np.ndarray:
     """The case's lengths (at least 1), sorted: the awkward ones around a page's edge
     (1, BLOCK - 1, BLOCK, BLOCK + 1, 2 BLOCK + 1) that fit under T, then T itself, the rest
-    spread evenly from 1 to T. A fixed multiset, so the bytes a case moves follow from p."""
+    spread evenly from 1 to T; every sequence at T where the case says "full". A fixed
+    multiset, so the bytes a case moves follow from p."""
     b, t = p["B"], p["T"]
-    if b == 1:
-        return np.array([t], dtype=np.int64)
+    if b == 1 or p.get("full"):
+        return np.full(b, t, dtype=np.int64)
     awkward = [n for n in (1, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + 1) if n < t][: b - 1] + [t]
     rest = b - len(awkward)
     spread = 1 + np.arange(rest, dtype=np.int64) * (t - 1) // max(rest, 1)
