@@ -258,6 +258,13 @@ class Options:
     profile: bool = False  # simulator: trace each passing Numba exercise's memory accesses (never scored)
 
 
+def sim_warps_source() -> str:
+    """sim_warps.py's source: warp shuffles for a runner in simulator mode (Numba's simulator has none)."""
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parent / "sim_warps.py").read_text()
+
+
 def triton_compat_source() -> str:
     """triton_compat.py's source, for a runner in simulator mode (Triton's interpreter)."""
     from pathlib import Path
@@ -345,7 +352,8 @@ class Judge:
                 "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),
                 "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
                 "memtrace": memtrace_source() if self.profiling() and self.opts.simulator else None,
-                "triton_compat": triton_compat_source() if self.opts.simulator and ex.backend == "triton" else None}
+                "triton_compat": triton_compat_source() if self.opts.simulator and ex.backend == "triton" else None,
+                "sim_warps": sim_warps_source() if self.opts.simulator else None}
 
     def failed_cell(self, ex: Exercise) -> str:
         """Why this exercise's own cell (or a cell that answers no exercise by name) failed, if it did."""

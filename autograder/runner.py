@@ -1022,6 +1022,11 @@ class Runner:
                 pass
         if job.get("memtrace") and not self.gpu:
             self.load_memtrace(job["memtrace"])
+        if job.get("sim_warps") and not self.gpu:
+            # warp shuffles and syncwarp for Numba's simulator (the grader's sim_warps.py, sent as source)
+            warps: dict = {"__name__": "grader_sim_warps"}
+            exec(compile(job["sim_warps"], "<grader sim_warps>", "exec"), warps)
+            warps["patch_simulator"]()
         if job.get("triton_compat") and not self.gpu and "triton" in sys.modules:
             # Triton's interpreter with NumPy 2.4 (the grader's triton_compat.py, sent as source)
             compat: dict = {"__name__": "grader_triton_compat"}

@@ -64,6 +64,11 @@ def setup(verbose: bool = True, extras=()) -> str:
 
     ensure(extras, verbose=verbose)
     # --- end install
+    if mode == "simulator":
+        # warp shuffles and syncwarp, which Numba's simulator lacks: the grader's, one place
+        from autograder.sim_warps import patch_simulator as patch_warps
+
+        patch_warps()
     if mode == "simulator" and "triton" in extras:
         # the interpreter's scalars with NumPy 2.4 (triton-lang/triton#9171): the grader's fix, one place
         from autograder.triton_compat import patch_interpreter

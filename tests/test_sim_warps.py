@@ -1,0 +1,110 @@
+"""Warp shuffles and syncwarp in Numba's CUDA simulator (autograder/sim_warps.py): each matches
+what a GPU computes when the whole warp takes part, and a lane that never arrives is named."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autograder import sim_warps
+
+cuda = pytest.importorskip("numba.cuda")
+
+
+@pytest.fixture(autouse=True)
+def patched():
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        pytest.skip("the simulator's path")
+    assert sim_warps.patch_simulator()
+
+
+def test_xor_butterfly_gives_every_lane_the_warp_sum():
+    @cuda.jit
+    def warp_sums(x, out):
+        i = cuda.grid(1)
+        v = x[i]
+        for off in (16, 8, 4, 2, 1):
+            v += cuda.shfl_xor_sync(0xFFFFFFFF, v, off)
+        out[i] = v
+
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros_like(x)
+    warp_sums[1, 64](x, out)
+    assert np.array_equal(out, np.repeat([x[:32].sum(), x[32:].sum()], 32))
+
+
+def test_down_up_and_indexed_shuffles_read_the_lanes_a_gpu_reads():
+    @cuda.jit
+    def moves(x, down, up, bcast):
+        i = cuda.grid(1)
+        down[i] = cuda.shfl_down_sync(0xFFFFFFFF, x[i], 3)
+        up[i] = cuda.shfl_up_sync(0xFFFFFFFF, x[i], 3)
+        bcast[i] = cuda.shfl_sync(0xFFFFFFFF, x[i], 5)
+        cuda.syncwarp()
+
+    x = np.arange(32, dtype=np.int32) * 10
+    down, up, bcast = (np.zeros_like(x) for _ in range(3))
+    moves[1, 32](x, down, up, bcast)
+    lanes = np.arange(32)
+    assert np.array_equal(down, np.where(lanes + 3 < 32, x[np.minimum(lanes + 3, 31)], x))  # the top lanes keep theirs
+    assert np.array_equal(up, np.where(lanes >= 3, x[np.maximum(lanes - 3, 0)], x))
+    assert np.array_equal(bcast, np.full(32, x[5]))
+
+
+def test_a_lane_that_left_early_is_named(monkeypatch):
+    monkeypatch.setattr(sim_warps, "WAIT_S", 1.0)
+
+    @cuda.jit
+    def leaves(x):
+        i = cuda.grid(1)
+        if i == 7:
+            return
+        x[i] = cuda.shfl_xor_sync(0xFFFFFFFF, x[i], 1)
+
+    with pytest.raises(RuntimeError, match="not every lane of warp 0 reached it"):
+        leaves[1, 32](np.zeros(32, dtype=np.float32))
+
+
+# --------------------------------------------------------------------------- graded in the sandbox
+def _row_sums_inputs(p, rng):
+    return {"x": rng.standard_normal((p["rows"], 32), dtype=np.float32)}
+
+
+def _lab():
+    from autograder.spec import NO_HOST_MATH, Exercise, Lab, Out
+
+    return Lab(name="warp_sums", title="row sums by a warp", setup="from numba import cuda\n", exercises=(Exercise(
+        name="row_sums", title="a warp per row of 32", backend="numba", args=("x", "out"), inputs=_row_sums_inputs,
+        outputs={"out": Out(lambda p: (p["rows"],))},
+        reference=lambda x: {"out": x.astype(np.float64).sum(axis=1)},
+        cases=lambda simulator: [{"rows": 1}, {"rows": 5}], forbidden=NO_HOST_MATH, points=1.0),))
+
+
+ROW_SUMS = """
+@cuda.jit
+def row_sums_kernel(x, out):
+    row = cuda.blockIdx.x
+    lane = cuda.threadIdx.x
+    v = x[row, lane]
+    for off in (16, 8, 4, 2, 1):
+        v += cuda.shfl_xor_sync(0xFFFFFFFF, v, off)
+    if lane == 0:
+        out[row] = v
+
+
+def row_sums(x, out):
+    row_sums_kernel[x.shape[0], 32](x, out)
+"""
+
+
+def test_a_kernel_with_shuffles_is_graded_in_simulator_mode():
+    from autograder.judge import Judge, Options
+
+    cells = [{"code": ROW_SUMS, "filename": "the answer cell", "exercise": "row_sums", "defines": ["row_sums"]}]
+    judge = Judge(_lab(), Options(simulator=True, seed=3, timeout=120.0), cells=cells)
+    try:
+        (result,) = judge.grade()
+    finally:
+        judge.close()
+    assert result.passed and result.correctness == 1.0, result.message
