@@ -394,8 +394,9 @@ def guard_numba_arrays(simulator: bool) -> None:
     def blocked(kind: str) -> bool:
         # NumPy's Python code is looked through too: np.asarray or np.ma reading an array acts for
         # whoever called them.
-        return guard.active and guard.rules.get(f"host_{kind}") and guard.caller_is_learner(3, ("numpy",)) \
-            and not _in_sim_kernel()
+        # Inside a simulated kernel first: it is cheap, and kernels make every element access here.
+        return guard.active and guard.rules.get(f"host_{kind}") and not _in_sim_kernel() \
+            and guard.caller_is_learner(3, ("numpy",))
 
     def patch(cls, name, kind):
         orig = cls.__dict__.get(name)
