@@ -83,7 +83,7 @@ def student_notebook(nb: dict, lab: str) -> dict:
             cell["outputs"] = []
             cell["execution_count"] = None
         cell.get("metadata", {}).pop("execution", None)
-    nb["cells"].insert(1, {"cell_type": "markdown", "metadata": {}, "source": no_outputs_note(lab)})
+    nb["cells"].insert(1, {"cell_type": "markdown", "id": "release-note", "metadata": {}, "source": no_outputs_note(lab)})
     # Only what a fresh notebook carries: executing the source must not change the release.
     meta = nb.get("metadata", {})
     nb["metadata"] = {k: meta[k] for k in ("kernelspec",) if k in meta}

@@ -66,9 +66,13 @@ def setup(verbose: bool = True, extras=()) -> str:
     # --- end install
     if mode == "simulator":
         # warp shuffles and syncwarp, which Numba's simulator lacks: the grader's, one place
+        from autograder.runner import strict_barriers
         from autograder.sim_warps import patch_simulator as patch_warps
 
         patch_warps()
+        # The grader's simulator: threads of a kernel with no barrier run in turn (a hundred times
+        # faster), and a barrier that not every thread of a block reaches fails at once.
+        strict_barriers()
     if mode == "simulator" and "triton" in extras:
         # the interpreter's scalars with NumPy 2.4 (triton-lang/triton#9171): the grader's fix, one place
         from autograder.triton_compat import patch_interpreter

@@ -28,6 +28,17 @@ def named(paths):
     return [pytest.param(p, id=str(p.relative_to(ROOT))) for p in paths]
 
 
+def test_every_cell_has_a_unique_id():
+    """nbformat 4.5 asks for cell ids (a missing one is a warning now, an error in later versions):
+    the site's notebooks and the student releases carry them."""
+    from course.notebooks import student_notebooks
+
+    for path in NOTEBOOKS + student_notebooks(ROOT):
+        ids = [c.get("id") for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+        assert None not in ids, f"{path.relative_to(ROOT)}: cell {ids.index(None)} has no id"
+        assert len(set(ids)) == len(ids), f"{path.relative_to(ROOT)}: two cells share an id"
+
+
 @pytest.mark.parametrize("path", named(NOTEBOOKS))
 def test_outputs_are_fresh_and_from_a_gpu(path):
     problems = staleness(path)
