@@ -29,9 +29,9 @@ serve: site
 
 # CPU: every notebook top to bottom in the CUDA simulator (%%gpu cells skip themselves), the
 # autograder bank, the site build with -W, the freshness check and the headless-browser check.
-# Three workers on two cores (much of a test is waiting on a subprocess; a file that shares a graded
-# bank runs on one of them), then alone the tests that
-# watch the whole machine. Each phase prints its own summary; `make test` fails if either fails.
+# Three workers on two cores (much of a test waits on a subprocess; a file that shares a graded
+# bank runs on one of them), then alone the tests that watch the whole machine. Each phase prints
+# its own summary; `make test` fails if either fails.
 test: setup
 	$(BIN)/python -m pytest -p no:randomly -q -n 3 -m "not whole_machine"
 	$(BIN)/python -m pytest -p no:randomly -q -m whole_machine
