@@ -105,7 +105,13 @@ RECORD_LAUNCHES = textwrap.dedent('''
     def _recording_call(self, *args):
         # the notebook's own kernels (check(..., profile=True) also runs the lab's reference)
         if not self._device and not _sim._kernel_context and self.fn.__module__ == "__main__":
-            _launches[(self.fn.__name__, tuple(_numba.typeof(getattr(a, "_ary", a)) for a in args))] = None
+            # A kernel built inside a function (a factory: one kernel per group size, say) is
+            # rebuilt by calling that function again with the numbers its closure held.
+            factory = self.fn.__qualname__.split(".<locals>.")[0] if ".<locals>." in self.fn.__qualname__ else ""
+            held = tuple((n, c.cell_contents) for n, c in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ())
+                         if type(c.cell_contents) in (int, float, bool, str))
+            types = tuple(_numba.typeof(getattr(a, "_ary", a)) for a in args)
+            _launches[(self.fn.__name__, types, factory, held)] = None
         return _real_call(self, *args)
     _sim.FakeCUDAKernel.__call__ = _recording_call
 ''')
@@ -255,10 +261,18 @@ COMPILER = textwrap.dedent('''
             return real_jit(**kw)(fn)  # lazy: building it eagerly would need a driver
         return deco(args[0]) if args and callable(args[0]) else deco
     cuda.jit = jit
-    exec(sys.stdin.read(), {"cuda": cuda, "math": math, "np": np, "numba": numba, "float32": float32,
-                            "float64": float64, "int32": int32, "int64": int64, "uint32": uint32})
-    for name, types in launches:  # what the simulator run launched, with its argument types
+    namespace = {"cuda": cuda, "math": math, "np": np, "numba": numba, "float32": float32,
+                 "float64": float64, "int32": int32, "int64": int64, "uint32": uint32}
+    exec(sys.stdin.read(), namespace)
+    import inspect
+    for name, types, factory, held in launches:  # what the simulator run launched, with its argument types
         report.pop(name, None)
+        make = namespace.get(factory) if factory else None
+        if make is not None:  # a kernel built by a factory: call it with its parameters' values from the closure
+            params, held = list(inspect.signature(make).parameters), dict(held)
+            if all(p in held for p in params):
+                pyfuncs.pop(name, None)
+                make(**{p: held[p] for p in params})
         if name in pyfuncs:
             compile_each(pyfuncs[name], name, types)
         else:
@@ -337,6 +351,29 @@ def test_ptx_check_compiles_warp_shuffles_and_catches_errors(tmp_path):
     bad = good.replace("out[i // 32] = v", "out[i // 32] = undefined_name + v")
     _, r, report = compile_gpu_kernels(_notebook_with_gpu_cell(tmp_path, bad))
     assert all("undefined_name" in v for v in report.values()) and len(report) == len(LEARNER_GPUS)
+
+
+def test_launched_kernels_built_by_a_factory_are_rebuilt_and_compiled(tmp_path):
+    """A kernel made inside a function (one per group size, say) is rebuilt by calling that
+    function with the numbers the launched kernel's closure held; without them it is reported."""
+    import pickle
+
+    import numba
+    import numpy as np
+
+    path = tmp_path / "f.ipynb"
+    path.write_text(json.dumps({"cells": [
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": "def scale_kernel_for(G):\n    @cuda.jit\n    def scale(x):\n        i = cuda.grid(1)\n"
+                   "        if i < x.size:\n            x[i] *= G\n    return scale\n"}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    types = (numba.typeof(np.zeros(3, np.float32)),)
+    launches = tmp_path / "launches.pkl"
+    launches.write_bytes(pickle.dumps([("scale", types, "scale_kernel_for", (("G", 4),))]))
+    assert compile_kernels(path, launches) == {f"scale(array(float32, 1d, C)) sm_{a}{b}": "ok" for a, b in LEARNER_GPUS}
+    launches.write_bytes(pickle.dumps([("scale", types, "scale_kernel_for", ())]))
+    assert compile_kernels(path, launches) == {"scale": "launched, but its definition could not be rebuilt outside "
+                                                        "the notebook"}
 
 
 def test_consecutive_prints_are_stored_as_one_output():
