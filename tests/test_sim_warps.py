@@ -108,3 +108,39 @@ def test_a_kernel_with_shuffles_is_graded_in_simulator_mode():
     finally:
         judge.close()
     assert result.passed and result.correctness == 1.0, result.message
+
+
+def test_course_setup_gives_notebooks_the_graders_simulator():
+    """course.setup() in simulator mode: shuffles, threads in turn for kernels without a barrier,
+    and a barrier that not every thread of a block reaches fails at once (as in check()). In a
+    fresh process: another test may have installed the grader's barriers in this one."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import numpy as np
+        import course
+        from autograder import runner
+        assert course.setup(verbose=False) == "simulator"
+        assert runner._BARRIERS and runner._BARRIERS[0].intact(), "no strict barriers"
+        from numba import cuda
+
+        @cuda.jit
+        def early_exit(out):
+            t = cuda.threadIdx.x
+            if t < 16:  # half the block leaves before the barrier the other half waits at
+                return
+            cuda.syncthreads()
+            out[t] = t
+
+        try:
+            early_exit[1, 32](np.zeros(32, dtype=np.int64))
+        except runner.BarrierDivergence as e:
+            print("divergence:", e)
+    """)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "divergence:" in r.stdout and "returned" in r.stdout, r.stdout
