@@ -394,9 +394,10 @@ class Judge:
     def _retire(self, proc) -> None:
         if proc is None:
             return
-        if proc.log is not None:
+        gone = proc.close()
+        if proc.log is not None:  # after close(), which waits for the pipe's last output to be read
             self.log_tails.append(proc.log.text())
-        if not proc.close():
+        if not gone:
             self.notes.append("a process of this submission did not end when killed")
 
     def drop(self, ex: Exercise) -> None:

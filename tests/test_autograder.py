@@ -919,3 +919,27 @@ def test_the_torch_guard_sees_through_a_package_by_its_folder_not_a_name_in_the_
     assert _see_through("/usr/lib/python3/dist-packages/numpy/lib/_stride_tricks_impl.py", ("torch", "numpy"))
     assert not _see_through(f"{venv}/triton/testing.py", ("torch", "numpy"))
     assert not _see_through(f"{venv}/triton/testing.py")
+
+
+def test_retired_runner_output_is_read_after_it_closed():
+    """A runner's printed output reaches the feedback whole: its log is read once close() has
+    waited for the pipe's last bytes (read before, a busy machine lost what a submission printed)."""
+    from autograder.judge import Judge
+
+    class Log:
+        value = ""
+
+        def text(self):
+            return self.value
+
+    class Proc:
+        log = Log()
+
+        def close(self):
+            self.log.value = "ATTACK payload ran"  # what the pipe still held when the runner was retired
+            return True
+
+    judge = Judge.__new__(Judge)
+    judge.log_tails, judge.notes = [], []
+    judge._retire(Proc())
+    assert judge.log_tails == ["ATTACK payload ran"] and judge.notes == []
