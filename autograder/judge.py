@@ -258,25 +258,12 @@ class Options:
     profile: bool = False  # simulator: trace each passing Numba exercise's memory accesses (never scored)
 
 
-def sim_warps_source() -> str:
-    """sim_warps.py's source: warp shuffles for a runner in simulator mode (Numba's simulator has none)."""
+def grader_source(module: str) -> str:
+    """The source of one of the grader's own modules (memtrace, sim_warps, triton_compat), for a
+    runner to load: the sandbox holds no other file of the grader."""
     from pathlib import Path
 
-    return (Path(__file__).resolve().parent / "sim_warps.py").read_text()
-
-
-def triton_compat_source() -> str:
-    """triton_compat.py's source, for a runner in simulator mode (Triton's interpreter)."""
-    from pathlib import Path
-
-    return (Path(__file__).resolve().parent / "triton_compat.py").read_text()
-
-
-def memtrace_source() -> str:
-    """memtrace.py's source, for a runner to load: the sandbox holds no other file of the grader."""
-    from pathlib import Path
-
-    return (Path(__file__).resolve().parent / "memtrace.py").read_text()
+    return (Path(__file__).resolve().parent / f"{module}.py").read_text()
 
 
 class Judge:
@@ -351,9 +338,9 @@ class Judge:
                 "patterns": patterns, "load_rules": {"deny": common, "allow": []},
                 "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),
                 "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
-                "memtrace": memtrace_source() if self.profiling() and self.opts.simulator else None,
-                "triton_compat": triton_compat_source() if self.opts.simulator and ex.backend == "triton" else None,
-                "sim_warps": sim_warps_source() if self.opts.simulator else None}
+                "memtrace": grader_source("memtrace") if self.profiling() and self.opts.simulator else None,
+                "triton_compat": grader_source("triton_compat") if self.opts.simulator and ex.backend == "triton" else None,
+                "sim_warps": grader_source("sim_warps") if self.opts.simulator else None}
 
     def failed_cell(self, ex: Exercise) -> str:
         """Why this exercise's own cell (or a cell that answers no exercise by name) failed, if it did."""
@@ -376,7 +363,7 @@ class Judge:
         if self.reference is None or not self.reference.alive():
             job = {"mode": "sim" if self.opts.simulator else "gpu", "trusted": self.lab.name,
                    "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
-                   "memtrace": memtrace_source() if self.profiling() and self.opts.simulator else None}
+                   "memtrace": grader_source("memtrace") if self.profiling() and self.opts.simulator else None}
             self.reference = RunnerProcess(job, simulator=self.opts.simulator, sandboxed=False, trusted=True,
                                            memory_limit_gb=max(self.opts.memory_limit_gb, 32.0))
             self.reference_ready = False

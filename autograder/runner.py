@@ -885,6 +885,13 @@ def _abort(threads) -> None:
         t.syncthreads_event.set()
 
 
+def _grader_module(source: str, name: str) -> dict:
+    """One of the grader's modules, sent as source (the sandbox holds no file of the grader): its namespace."""
+    namespace: dict = {"__name__": f"grader_{name}"}
+    exec(compile(source, f"<grader {name}>", "exec"), namespace)
+    return namespace
+
+
 _BARRIERS: list = []
 
 
@@ -1025,14 +1032,10 @@ class Runner:
             self.load_memtrace(job["memtrace"])
         if job.get("sim_warps") and not self.gpu:
             # warp shuffles and syncwarp for Numba's simulator (the grader's sim_warps.py, sent as source)
-            warps: dict = {"__name__": "grader_sim_warps"}
-            exec(compile(job["sim_warps"], "<grader sim_warps>", "exec"), warps)
-            warps["patch_simulator"]()
+            _grader_module(job["sim_warps"], "sim_warps")["patch_simulator"]()
         if job.get("triton_compat") and not self.gpu and "triton" in sys.modules:
             # Triton's interpreter with NumPy 2.4 (the grader's triton_compat.py, sent as source)
-            compat: dict = {"__name__": "grader_triton_compat"}
-            exec(compile(job["triton_compat"], "<grader triton_compat>", "exec"), compat)
-            compat["patch_interpreter"]()
+            _grader_module(job["triton_compat"], "triton_compat")["patch_interpreter"]()
         if job.get("trusted"):  # the lab's own reference implementations (never sandboxed)
             import importlib
 
