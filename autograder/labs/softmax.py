@@ -8,6 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import _decode_numba as decode_numba
 from ..spec import Exercise, Lab, NO_HOST_MATH, Out, SCALARS, Speed
 
 # The CuPy exercise: a raw kernel, not CuPy's (or torch's) array operations.
@@ -112,9 +113,6 @@ def threads_for(cols: int) -> int:
 WARP_ROWS = 4  # rows per warp in the short-row reference
 WARP_VALUES = 4  # values per lane it keeps in registers: rows of up to 128 values
 
-ATT_TILE = 64  # keys per tile in the attention reference
-ATT_MAX_D = 128  # the largest head dimension the attention exercise uses
-ATT_SHARED_K = ATT_TILE * (ATT_MAX_D + 1)  # floats for one tile of keys, rows padded
 
 
 @lru_cache(maxsize=None)
@@ -270,54 +268,6 @@ def _numba_baselines():
                 for c in range(lane, cols, 32):
                     out[row, c] = math.exp(x[row, c] - m) * inv
 
-    @cuda.jit
-    def attention_kernel(q, k, v, scale, out):
-        # One block per head. Per tile of keys: stage K in shared memory (rows padded to an odd
-        # stride), one score per thread, then every thread t < d runs the online softmax over
-        # the tile's scores with a running output for its dimension t of V.
-        h = cuda.blockIdx.x
-        t = cuda.threadIdx.x
-        nt = cuda.blockDim.x
-        n = k.shape[1]
-        d = k.shape[2]
-        stride = d + 1 - d % 2
-        ks = cuda.shared.array(ATT_SHARED_K, float32)
-        qs = cuda.shared.array(ATT_MAX_D, float32)
-        ss = cuda.shared.array(ATT_TILE, float32)
-        for c in range(t, d, nt):
-            qs[c] = q[h, c] * scale
-        m = float32(-math.inf)
-        l = float32(0.0)
-        acc = float32(0.0)
-        for j0 in range(0, n, ATT_TILE):
-            tile = min(ATT_TILE, n - j0)
-            cuda.syncthreads()  # the previous tile is used up (and qs is written)
-            for f in range(t, tile * d, nt):
-                r = f // d
-                ks[r * stride + f - r * d] = k[h, j0 + r, f - r * d]
-            cuda.syncthreads()
-            if t < tile:
-                s = float32(0.0)
-                for c in range(d):
-                    s += qs[c] * ks[t * stride + c]
-                ss[t] = s
-            cuda.syncthreads()
-            if t < d:
-                for j in range(tile):
-                    s = ss[j]
-                    vj = v[h, j0 + j, t]
-                    if s > m:
-                        alpha = math.exp(m - s)
-                        l = l * alpha + float32(1.0)
-                        acc = acc * alpha + vj
-                        m = s
-                    else:
-                        p = math.exp(s - m)
-                        l += p
-                        acc += p * vj
-        if t < d:
-            out[h, t] = acc / l
-
     def masked(x, lengths, out):
         rows, cols = x.shape
         masked_kernel[rows, threads_for(cols)](x, lengths, out)
@@ -330,11 +280,7 @@ def _numba_baselines():
         warps = (x.shape[0] + WARP_ROWS - 1) // WARP_ROWS
         warp_kernel[(warps * 32 + 255) // 256, 256](x, out)
 
-    def attention(q, k, v, out):
-        heads, d = q.shape
-        attention_kernel[heads, 64 if d <= 64 else 128](q, k, v, np.float32(1.0 / math.sqrt(d)), out)
-
-    return {"masked": masked, "online": online, "warp": warp, "attention": attention}
+    return {"masked": masked, "online": online, "warp": warp, "attention": decode_numba.contiguous_decode}
 
 
 def _base(name):
@@ -535,7 +481,6 @@ LAB = Lab(
             # 0.37x: a little credit; a block per row pays seven barriers per reduction.
             speed=Speed(1, full_at=0.8, zero_at=0.25),
             forbidden=NO_HOST_MATH,
-            gpu_only=True,  # warp shuffles do not run in the simulator
             tolerance=PROB_TOL,
         ),
         Exercise(
@@ -554,7 +499,7 @@ LAB = Lab(
             # 128 MiB of keys and 128 MiB of values.
             timing_case={"heads": 1024, "n": 512, "d": 64},
             baseline=_base("attention"),
-            baseline_name="reference kernel (one block per head, tiles of 64 keys)",
+            baseline_name=decode_numba.DESIGN.replace(" of one KV head of one sequence", " of one head"),
             bytes_moved=lambda p: 4 * p["heads"] * (2 * p["n"] * p["d"] + 2 * p["d"]),
             flops=lambda p: 4 * p["heads"] * p["n"] * p["d"],
             points=2,
