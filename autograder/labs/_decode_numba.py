@@ -35,12 +35,12 @@ DESIGN = (f"reference kernels (split-K: a block per chunk of {CHUNK} tokens of o
 cuda = None  # numba.cuda, bound by kernels() on first use: a module global, which the simulator swaps
 
 
-def splits_for(longest: int, chunk: int = CHUNK) -> int:
+def splits_for(longest: int, chunk: int) -> int:
     return max(1, -(-int(longest) // chunk))
 
 
 @lru_cache(maxsize=None)
-def kernels(group: int, paged: bool, lanes: int = LANES, warps: int = WARPS):
+def kernels(group: int, paged: bool, lanes: int, warps: int):
     """(partial, combine) for ``group`` query heads per key/value head."""
     global cuda
     from numba import cuda, float32
@@ -255,9 +255,9 @@ def paged_decode(q, k_pages, v_pages, block_table, lengths, out):
     """Lab 16's contract: q (B, H, D) float16, pages (blocks, BLOCK, KV, D) float16, out float32."""
     batch, heads, d_len = q.shape
     kv_heads = k_pages.shape[2]
-    splits = splits_for(block_table.shape[1] * k_pages.shape[1])
+    splits = splits_for(block_table.shape[1] * k_pages.shape[1], CHUNK)
     o_part, ml_part, _ = _scratch((batch, heads, splits, d_len))
-    partial, combine = kernels(heads // kv_heads, True)
+    partial, combine = kernels(heads // kv_heads, True, LANES, WARPS)
     partial[(splits, kv_heads, batch), WARPS * 32](q, k_pages, v_pages, block_table, lengths, o_part, ml_part,
                                                    CHUNK)
     combine[(heads, batch), min(128, 32 * -(-d_len // 32))](o_part, ml_part, lengths, 0, CHUNK, out)
@@ -266,9 +266,9 @@ def paged_decode(q, k_pages, v_pages, block_table, lengths, out):
 def contiguous_decode(q, k, v, out):
     """The softmax lab's contract: q (heads, D), k and v (heads, n, D), out (heads, D), float32."""
     heads, d_len = q.shape
-    splits = splits_for(k.shape[1])
+    splits = splits_for(k.shape[1], CHUNK)
     o_part, ml_part, unused = _scratch((heads, 1, splits, d_len))
-    partial, combine = kernels(1, False)
+    partial, combine = kernels(1, False, LANES, WARPS)
     partial[(splits, 1, heads), WARPS * 32](q, k, v, o_part, ml_part, CHUNK)
     combine[(1, heads), min(128, 32 * -(-d_len // 32))](o_part, ml_part, unused, k.shape[1], CHUNK,
                                                         out.reshape(heads, 1, d_len))

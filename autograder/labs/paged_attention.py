@@ -252,8 +252,7 @@ LAB = Lab(
             flops=lambda p: 4 * total_tokens(p) * p["H"] * p["D"],
             points=3,
             # The solution is the reference's design, so about 1.0x; full points from 0.75x
-            # leave room for noise between the two timings. The design before split-K (a block
-            # per (KV head, sequence), shared-memory tiles) is far below 0.3x.
+            # leave room for noise between the two timings.
             speed=Speed(3, full_at=0.75, zero_at=0.3),
             forbidden=NO_HOST_MATH,
             tolerance=ATTENTION_TOLERANCE,
