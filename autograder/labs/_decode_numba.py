@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-LANES = 8     # lanes per token: 32 / LANES tokens per warp at a time
+LANES = 8     # lanes per token: 32 / LANES token slots per warp
+STEP = 2      # tokens each slot loads before it does any arithmetic: more bytes in flight
 WARPS = 4     # warps per block
 CHUNK = 512   # tokens per block of the split
-MAX_D = 128   # the contracts' largest head size
 FULL = 0xFFFFFFFF
 DESIGN = (f"reference kernels (split-K: a block per chunk of {CHUNK} tokens of one KV head of one sequence, "
           f"{LANES} lanes per token, shuffles; then a merge of the chunks)")
@@ -40,14 +40,15 @@ def splits_for(longest: int, chunk: int) -> int:
 
 
 @lru_cache(maxsize=None)
-def kernels(group: int, paged: bool, lanes: int, warps: int):
-    """(partial, combine) for ``group`` query heads per key/value head."""
+def kernels(group: int, paged: bool, lanes: int, warps: int, step: int, per: int):
+    """(partial, combine) for ``group`` query heads per key/value head and ``per`` values of a
+    row per lane (a head size of at most lanes * per)."""
     global cuda
+    import numba
     from numba import cuda, float32
 
-    G, L, W = group, lanes, warps  # compile-time constants inside the kernels: their loops unroll
-    SLOTS = 32 // L                # tokens a warp reads at once
-    PER = MAX_D // L               # values of a row per lane
+    G, L, W, U, PER = group, lanes, warps, step, per  # compile-time constants: the loops unroll
+    SLOTS = 32 // L  # token slots of a warp
 
     @cuda.jit(device=True, inline=True)
     def token_sum(x):
@@ -60,21 +61,30 @@ def kernels(group: int, paged: bool, lanes: int, warps: int):
 
     @cuda.jit(device=True, inline=True)
     def fold(m, l, acc, qr, kr, vr, live):
-        """Fold one token (this lane's slice of its key kr and value vr) into the running state.
-        A slot past the chunk's end (live False) still takes part in the shuffles."""
+        """Fold this slot's U tokens (this lane's slices kr[u], vr[u]) into the running state,
+        with one rescale for all U. A token past the chunk's end (live[u] False) still takes part
+        in the shuffles."""
         for g in range(G):
-            s = float32(0.0)
-            for j in range(PER):
-                s += qr[g, j] * kr[j]
-            s = token_sum(s)
-            if live:
-                m_new = max(m[g], s)
-                corr = math.exp(m[g] - m_new)  # 0 on the first token: exp(-inf)
-                p = math.exp(s - m_new)
-                l[g] = l[g] * corr + p
-                m[g] = m_new
+            sc = cuda.local.array(U, float32)
+            top = m[g]
+            for u in range(U):
+                x = float32(0.0)
                 for j in range(PER):
-                    acc[g, j] = acc[g, j] * corr + p * vr[j]
+                    x += qr[g, j] * kr[u, j]
+                x = token_sum(x)
+                sc[u] = x if live[u] else -math.inf
+                top = max(top, sc[u])
+            if top > -math.inf:
+                corr = math.exp(m[g] - top)  # 0 on the first tokens: exp(-inf)
+                l[g] *= corr
+                for j in range(PER):
+                    acc[g, j] *= corr
+                for u in range(U):
+                    p = math.exp(sc[u] - top)  # 0 for a token past the end
+                    l[g] += p
+                    for j in range(PER):
+                        acc[g, j] += p * vr[u, j]
+                m[g] = top
 
     @cuda.jit(device=True, inline=True)
     def merge_slots(m, l, acc):
@@ -103,7 +113,7 @@ def kernels(group: int, paged: bool, lanes: int, warps: int):
         warp = tid // 32
         m_s = cuda.shared.array((W, G), float32)
         l_s = cuda.shared.array((W, G), float32)
-        acc_s = cuda.shared.array((W, G, MAX_D), float32)
+        acc_s = cuda.shared.array((W, G, L * PER), float32)
         if lane < L:
             for g in range(G):
                 if lane == 0:
@@ -152,8 +162,9 @@ def kernels(group: int, paged: bool, lanes: int, warps: int):
             acc = cuda.local.array((G, PER), float32)
             m = cuda.local.array(G, float32)
             l = cuda.local.array(G, float32)
-            kr = cuda.local.array(PER, float32)
-            vr = cuda.local.array(PER, float32)
+            kr = cuda.local.array((U, PER), float32)
+            vr = cuda.local.array((U, PER), float32)
+            live = cuda.local.array(U, numba.boolean)
             for g in range(G):
                 for j in range(PER):
                     d = s + L * j
@@ -161,16 +172,17 @@ def kernels(group: int, paged: bool, lanes: int, warps: int):
                     acc[g, j] = float32(0.0)
                 m[g] = -math.inf
                 l[g] = float32(0.0)
-            for t0 in range(start, end, W * SLOTS):  # the same trips for every warp
-                t = t0 + warp * SLOTS + slot
-                live = t < end
-                page = block_table[b, t // page_len] if live else 0
-                off = t % page_len
-                for j in range(PER):
-                    d = s + L * j
-                    ok = live and d < d_len
-                    kr[j] = float32(k_pages[page, off, kvh, d]) if ok else float32(0.0)
-                    vr[j] = float32(v_pages[page, off, kvh, d]) if ok else float32(0.0)
+            for t0 in range(start, end, W * SLOTS * U):  # the same trips for every warp
+                for u in range(U):  # every load first, then the arithmetic
+                    t = t0 + (u * W + warp) * SLOTS + slot
+                    live[u] = t < end
+                    page = block_table[b, t // page_len] if live[u] else 0
+                    off = t % page_len
+                    for j in range(PER):
+                        d = s + L * j
+                        ok = live[u] and d < d_len
+                        kr[u, j] = float32(k_pages[page, off, kvh, d]) if ok else float32(0.0)
+                        vr[u, j] = float32(v_pages[page, off, kvh, d]) if ok else float32(0.0)
                 fold(m, l, acc, qr, kr, vr, live)
             merge_slots(m, l, acc)
             finish(m, l, acc, o_part, ml_part, b, head0, split, d_len)
@@ -195,22 +207,24 @@ def kernels(group: int, paged: bool, lanes: int, warps: int):
             acc = cuda.local.array((G, PER), float32)
             m = cuda.local.array(G, float32)
             l = cuda.local.array(G, float32)
-            kr = cuda.local.array(PER, float32)
-            vr = cuda.local.array(PER, float32)
+            kr = cuda.local.array((U, PER), float32)
+            vr = cuda.local.array((U, PER), float32)
+            live = cuda.local.array(U, numba.boolean)
             for j in range(PER):
                 d = s + L * j
                 qr[0, j] = q[b, d] * scale if d < d_len else float32(0.0)
                 acc[0, j] = float32(0.0)
             m[0] = -math.inf
             l[0] = float32(0.0)
-            for t0 in range(start, end, W * SLOTS):
-                t = t0 + warp * SLOTS + slot
-                live = t < end
-                for j in range(PER):
-                    d = s + L * j
-                    ok = live and d < d_len
-                    kr[j] = k[b, t, d] if ok else float32(0.0)
-                    vr[j] = v[b, t, d] if ok else float32(0.0)
+            for t0 in range(start, end, W * SLOTS * U):
+                for u in range(U):
+                    t = t0 + (u * W + warp) * SLOTS + slot
+                    live[u] = t < end
+                    for j in range(PER):
+                        d = s + L * j
+                        ok = live[u] and d < d_len
+                        kr[u, j] = k[b, t, d] if ok else float32(0.0)
+                        vr[u, j] = v[b, t, d] if ok else float32(0.0)
                 fold(m, l, acc, qr, kr, vr, live)
             merge_slots(m, l, acc)
             finish(m, l, acc, o_part, ml_part, b, 0, split, d_len)
@@ -257,7 +271,7 @@ def paged_decode(q, k_pages, v_pages, block_table, lengths, out):
     kv_heads = k_pages.shape[2]
     splits = splits_for(block_table.shape[1] * k_pages.shape[1], CHUNK)
     o_part, ml_part, _ = _scratch((batch, heads, splits, d_len))
-    partial, combine = kernels(heads // kv_heads, True, LANES, WARPS)
+    partial, combine = kernels(heads // kv_heads, True, LANES, WARPS, STEP, -(-d_len // LANES))
     partial[(splits, kv_heads, batch), WARPS * 32](q, k_pages, v_pages, block_table, lengths, o_part, ml_part,
                                                    CHUNK)
     combine[(heads, batch), min(128, 32 * -(-d_len // 32))](o_part, ml_part, lengths, 0, CHUNK, out)
@@ -268,7 +282,7 @@ def contiguous_decode(q, k, v, out):
     heads, d_len = q.shape
     splits = splits_for(k.shape[1], CHUNK)
     o_part, ml_part, unused = _scratch((heads, 1, splits, d_len))
-    partial, combine = kernels(1, False, LANES, WARPS)
+    partial, combine = kernels(1, False, LANES, WARPS, STEP, -(-d_len // LANES))
     partial[(splits, 1, heads), WARPS * 32](q, k, v, o_part, ml_part, CHUNK)
     combine[(1, heads), min(128, 32 * -(-d_len // 32))](o_part, ml_part, unused, k.shape[1], CHUNK,
                                                         out.reshape(heads, 1, d_len))
