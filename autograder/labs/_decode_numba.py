@@ -49,6 +49,7 @@ def kernels(group: int, paged: bool, lanes: int, warps: int, step: int, per: int
 
     G, L, W, U, PER = group, lanes, warps, step, per  # compile-time constants: the loops unroll
     SLOTS = 32 // L  # token slots of a warp
+    ROW = L * PER    # a row as the lanes of a token hold it (the head size, rounded up)
 
     @cuda.jit(device=True, inline=True)
     def token_sum(x):
@@ -113,7 +114,7 @@ def kernels(group: int, paged: bool, lanes: int, warps: int, step: int, per: int
         warp = tid // 32
         m_s = cuda.shared.array((W, G), float32)
         l_s = cuda.shared.array((W, G), float32)
-        acc_s = cuda.shared.array((W, G, L * PER), float32)
+        acc_s = cuda.shared.array((W, G, ROW), float32)
         if lane < L:
             for g in range(G):
                 if lane == 0:
