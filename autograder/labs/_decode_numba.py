@@ -40,16 +40,17 @@ def splits_for(longest: int, chunk: int) -> int:
 
 
 @lru_cache(maxsize=None)
-def kernels(group: int, paged: bool, lanes: int, warps: int, step: int, per: int):
-    """(partial, combine) for ``group`` query heads per key/value head and ``per`` values of a
-    row per lane (a head size of at most lanes * per)."""
+def kernels(group: int, paged: bool, lanes: int, warps: int, step: int, per: int, chunk: int):
+    """(partial, combine) for ``group`` query heads per key/value head, ``per`` values of a row per
+    lane (a head size of at most lanes * per) and ``chunk`` tokens per block."""
     global cuda
     import numba
-    from numba import cuda, float32
+    from numba import cuda, float32, int32
 
-    G, L, W, U, PER = group, lanes, warps, step, per  # compile-time constants: the loops unroll
+    G, L, W, U, PER, C = group, lanes, warps, step, per, chunk  # compile-time constants: loops unroll
     SLOTS = 32 // L  # token slots of a warp
     ROW = L * PER    # a row as the lanes of a token hold it (the head size, rounded up)
+    PAGES = C + 1    # the most pages a chunk can touch (pages of one token, chunk not aligned)
 
     @cuda.jit(device=True, inline=True)
     def token_sum(x):
@@ -142,15 +143,15 @@ def kernels(group: int, paged: bool, lanes: int, warps: int, step: int, per: int
 
     if paged:
         @cuda.jit
-        def partial(q, k_pages, v_pages, block_table, lengths, o_part, ml_part, chunk):
+        def partial(q, k_pages, v_pages, block_table, lengths, o_part, ml_part):
             split = cuda.blockIdx.x
             kvh = cuda.blockIdx.y
             b = cuda.blockIdx.z
             n = lengths[b]
-            start = split * chunk
+            start = split * C
             if start >= n:  # the whole block leaves: it reaches no barrier
                 return
-            end = min(start + chunk, n)
+            end = min(start + C, n)
             lane = cuda.threadIdx.x % 32
             warp = cuda.threadIdx.x // 32
             slot = lane // L
@@ -159,6 +160,13 @@ def kernels(group: int, paged: bool, lanes: int, warps: int, step: int, per: int
             page_len = k_pages.shape[1]
             head0 = kvh * G
             scale = float32(1.0) / math.sqrt(float32(d_len))
+            # The chunk's slice of the block table, read once: a token's page number then comes
+            # from shared memory, not from a global load its own loads would have to wait for.
+            pages = cuda.shared.array(PAGES, int32)
+            first = start // page_len
+            for i in range(cuda.threadIdx.x, (end - 1) // page_len - first + 1, W * 32):
+                pages[i] = block_table[b, first + i]
+            cuda.syncthreads()
             qr = cuda.local.array((G, PER), float32)
             acc = cuda.local.array((G, PER), float32)
             m = cuda.local.array(G, float32)
@@ -177,27 +185,27 @@ def kernels(group: int, paged: bool, lanes: int, warps: int, step: int, per: int
                 for u in range(U):  # every load first, then the arithmetic
                     t = t0 + (u * W + warp) * SLOTS + slot
                     live[u] = t < end
-                    page = block_table[b, t // page_len] if live[u] else 0
+                    t = min(t, end - 1)  # past the end: load a valid token (no branch); fold drops it
+                    page = pages[t // page_len - first]
                     off = t % page_len
                     for j in range(PER):
-                        d = s + L * j
-                        ok = live[u] and d < d_len
-                        kr[u, j] = float32(k_pages[page, off, kvh, d]) if ok else float32(0.0)
-                        vr[u, j] = float32(v_pages[page, off, kvh, d]) if ok else float32(0.0)
+                        d = min(s + L * j, d_len - 1)  # past the row: q is 0 there, the output unread
+                        kr[u, j] = float32(k_pages[page, off, kvh, d])
+                        vr[u, j] = float32(v_pages[page, off, kvh, d])
                 fold(m, l, acc, qr, kr, vr, live)
             merge_slots(m, l, acc)
             finish(m, l, acc, o_part, ml_part, b, head0, split, d_len)
     else:
         @cuda.jit
-        def partial(q, k, v, o_part, ml_part, chunk):
+        def partial(q, k, v, o_part, ml_part):
             # q (heads, D), k and v (heads, n, D), float32: each head is its own "sequence"
             split = cuda.blockIdx.x
             b = cuda.blockIdx.z
             n = k.shape[1]
-            start = split * chunk
+            start = split * C
             if start >= n:
                 return
-            end = min(start + chunk, n)
+            end = min(start + C, n)
             lane = cuda.threadIdx.x % 32
             warp = cuda.threadIdx.x // 32
             slot = lane // L
@@ -221,11 +229,11 @@ def kernels(group: int, paged: bool, lanes: int, warps: int, step: int, per: int
                 for u in range(U):
                     t = t0 + (u * W + warp) * SLOTS + slot
                     live[u] = t < end
+                    t = min(t, end - 1)
                     for j in range(PER):
-                        d = s + L * j
-                        ok = live[u] and d < d_len
-                        kr[u, j] = k[b, t, d] if ok else float32(0.0)
-                        vr[u, j] = v[b, t, d] if ok else float32(0.0)
+                        d = min(s + L * j, d_len - 1)
+                        kr[u, j] = k[b, t, d]
+                        vr[u, j] = v[b, t, d]
                 fold(m, l, acc, qr, kr, vr, live)
             merge_slots(m, l, acc)
             finish(m, l, acc, o_part, ml_part, b, 0, split, d_len)
@@ -272,9 +280,8 @@ def paged_decode(q, k_pages, v_pages, block_table, lengths, out):
     kv_heads = k_pages.shape[2]
     splits = splits_for(block_table.shape[1] * k_pages.shape[1], CHUNK)
     o_part, ml_part, _ = _scratch((batch, heads, splits, d_len))
-    partial, combine = kernels(heads // kv_heads, True, LANES, WARPS, STEP, -(-d_len // LANES))
-    partial[(splits, kv_heads, batch), WARPS * 32](q, k_pages, v_pages, block_table, lengths, o_part, ml_part,
-                                                   CHUNK)
+    partial, combine = kernels(heads // kv_heads, True, LANES, WARPS, STEP, -(-d_len // LANES), CHUNK)
+    partial[(splits, kv_heads, batch), WARPS * 32](q, k_pages, v_pages, block_table, lengths, o_part, ml_part)
     combine[(heads, batch), min(128, 32 * -(-d_len // 32))](o_part, ml_part, lengths, 0, CHUNK, out)
 
 
@@ -283,7 +290,7 @@ def contiguous_decode(q, k, v, out):
     heads, d_len = q.shape
     splits = splits_for(k.shape[1], CHUNK)
     o_part, ml_part, unused = _scratch((heads, 1, splits, d_len))
-    partial, combine = kernels(1, False, LANES, WARPS, STEP, -(-d_len // LANES))
-    partial[(splits, 1, heads), WARPS * 32](q, k, v, o_part, ml_part, CHUNK)
+    partial, combine = kernels(1, False, LANES, WARPS, STEP, -(-d_len // LANES), CHUNK)
+    partial[(splits, 1, heads), WARPS * 32](q, k, v, o_part, ml_part)
     combine[(1, heads), min(128, 32 * -(-d_len // 32))](o_part, ml_part, unused, k.shape[1], CHUNK,
                                                         out.reshape(heads, 1, d_len))
