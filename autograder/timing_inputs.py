@@ -13,6 +13,7 @@ share of the machine's memory: with one seed per run they are the same for every
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,8 @@ from .spec import Exercise
 POOL = 4  # input sets drawn from the secret seed for timing; every call refreshes one of them
 _KEPT: dict = {}  # (seed, index, exercise) -> TimingPool, in a judge that grades many submissions
 _KEEP_BYTES = [0]  # how many bytes of pools may be kept (0: none, as in check())
+_DRAWING: dict = {}  # (seed, index, exercise) -> Future of a draw under way, which a second asker waits for
+_LOCK = threading.Lock()
 
 
 def keep(fraction: float = 0.25, most: int = 24 << 30) -> None:
@@ -42,15 +45,17 @@ def _nbytes(pool: "TimingPool") -> int:
 
 
 def _kept(key, make) -> "TimingPool":
-    pool = _KEPT.get(key)
+    with _LOCK:
+        pool = _KEPT.get(key)
     if pool is None:
         pool = make()
-        if _KEEP_BYTES[0] and sum(map(_nbytes, _KEPT.values())) + _nbytes(pool) <= _KEEP_BYTES[0]:
-            for arrays in pool.sets + [pool.ref64]:  # shared by every later submission: never written
-                for v in arrays.values():
-                    if isinstance(v, np.ndarray):
-                        v.setflags(write=False)
-            _KEPT[key] = pool
+        with _LOCK:  # pools of other exercises may be kept by another thread meanwhile
+            if _KEEP_BYTES[0] and sum(map(_nbytes, _KEPT.values())) + _nbytes(pool) <= _KEEP_BYTES[0]:
+                for arrays in pool.sets + [pool.ref64]:  # shared by every later submission: never written
+                    for v in arrays.values():
+                        if isinstance(v, np.ndarray):
+                            v.setflags(write=False)
+                _KEPT[key] = pool
     return pool
 
 
@@ -62,8 +67,26 @@ class TimingPool:
 
 def draw(ex: Exercise, seed: int, index: int) -> TimingPool:
     """The pool exercise ``index`` of the lab is timed on, from the run's seed (kept by a judge
-    that grades many submissions)."""
-    return _kept((seed, index, ex.name), lambda: _draw(ex, seed, index))
+    that grades many submissions). A pool already being drawn, for a submission that has since
+    ended, is waited for, never drawn a second time alongside."""
+    key = (seed, index, ex.name)
+    with _LOCK:
+        drawing = _DRAWING.get(key)
+        mine = drawing is None
+        if mine:
+            drawing = _DRAWING[key] = Future()
+    if not mine:
+        return drawing.result()
+    try:
+        pool = _kept(key, lambda: _draw(ex, seed, index))
+        drawing.set_result(pool)
+        return pool
+    except BaseException as e:
+        drawing.set_exception(e)
+        raise
+    finally:
+        with _LOCK:
+            del _DRAWING[key]
 
 
 def _draw(ex: Exercise, seed: int, index: int) -> TimingPool:

@@ -943,3 +943,37 @@ def test_retired_runner_output_is_read_after_it_closed():
     judge.log_tails, judge.notes = [], []
     judge._retire(Proc())
     assert judge.log_tails == ["ATTACK payload ran"] and judge.notes == []
+
+
+def test_a_pool_being_drawn_is_never_drawn_again(monkeypatch):
+    """A judge grades submission after submission: one that fails its cases at once (a blank
+    release) ends while its exercises' pools are still being drawn, and the next submission wants
+    the same pools. It waits for that draw instead of starting another (at the timing size of a
+    FlashAttention lab a draw is a minute of host time; a row of blank notebooks would pile them up)."""
+    import threading
+    import time as _time
+
+    from autograder import timing_inputs
+    from autograder.labs import get_lab
+
+    calls, gate = [], threading.Event()
+
+    def slow_draw(ex, seed, index):
+        calls.append((seed, index, ex.name))
+        gate.wait(10)
+        return timing_inputs.TimingPool([{}], {})
+
+    monkeypatch.setattr(timing_inputs, "_draw", slow_draw)
+    ex = get_lab("reduction").exercises[0]
+    first, second = timing_inputs.Prefetch([(0, ex)], seed=99), timing_inputs.Prefetch([(0, ex)], seed=99)
+    try:
+        first.starting(0)
+        first.close()  # the blank submission is done; its draw goes on
+        second.starting(0)
+        _time.sleep(0.2)
+        gate.set()
+        pool = second.take(ex, 0)
+        assert calls == [(99, 0, ex.name)], calls
+        assert isinstance(pool, timing_inputs.TimingPool)
+    finally:
+        second.close()
