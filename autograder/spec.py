@@ -95,6 +95,12 @@ class Exercise:
     # Inputs that also get random signs on refresh: where an output depends only on signs
     # (a count of positive values), a gain and a jitter alone would leave it unchanged.
     flip_inputs: tuple[str, ...] = ()
+    # Integer inputs the timing loop renews for every call, name -> the parameter that bounds them:
+    # a random 1/64 of the values in [0, bound) get new random values, others stay. Integer inputs
+    # are otherwise copied unchanged from a pool of a few sets, so where every input is an integer
+    # (a histogram) a cache kept on the device would answer the timed calls without the work; and
+    # a relabelling (adding k mod bound) would not do, as the histogram only relabels too.
+    renew_inputs: Mapping[str, str] = field(default_factory=dict)
     # Inputs for the timing size (the check before timing, and the pool timed calls are drawn
     # from), built so that an approximation fails: a sum that drops 1% of its terms, or samples
     # them, must be wrong here. None: ``inputs``.

@@ -201,6 +201,13 @@ class JudgeGPU:
                                               "uint64", "bool")]}
         self.scratch = cp.zeros(64, cp.uint64)  # scale bits for the comparisons
         self.dtypes = ("float32", "float16", "float64", "int8", "uint8", "int16", "int32", "uint32", "int64")
+        self.renew_ints = cp.ElementwiseKernel(
+            "T src, uint64 key, int64 bound", "T dst",
+            """
+            unsigned long long h = ((unsigned long long)i + 1) * 0x9E3779B97F4A7C15ULL ^ key;
+            h ^= h >> 31; h *= 0xBF58476D1CE4E5B9ULL; h ^= h >> 29;
+            dst = (src >= 0 && (long long)src < bound && (h & 63) == 0) ? (T)((h >> 8) % bound) : src;
+            """, "renew_ints")
         with self.stream:  # compile and load everything used while the stream waits on a runner
             self.flush_buf.max()
             self.hold(1e-6)
@@ -212,6 +219,9 @@ class JudgeGPU:
                 if np.dtype(dt).kind == "f":
                     a.fill(np.nan)
                 self.bad_count(a, b, dt, (1e-5, 1e-5), slots[0:1], slots[1:2])
+            for dt in ("int32", "int64"):  # ElementwiseKernel compiles per type on first use
+                a = cp.zeros(8, dt)
+                self.renew(a, cp.empty_like(a), 1, 3)
             for name, k in self.fresh.items():
                 z = cp.zeros(8, name)
                 k((1,), (32,), (z, z, np.int64(8), np.uint64(1), np.float32(1), np.float32(0), np.int32(0)))
@@ -269,6 +279,13 @@ class JudgeGPU:
         driver_ok(cu.cuStreamWaitValue32(cu.CUstream(self.stream.ptr), cu.CUdeviceptr(ptr), value,
                                    cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ))
 
+    def renew(self, src, dst, key: int, bound: int) -> None:
+        """dst = src with a pseudo-random 1/64 of its values in [0, bound) replaced by new values in
+        [0, bound) (Exercise.renew_inputs): which ones depends on ``key``, so the only way to the
+        answer is to read them all."""
+        if src.size:
+            self.renew_ints(src, np.uint64(key), np.int64(max(bound, 1)), dst)
+
     def refresh(self, src, dst, dtype: str, key: int, gain: float, flip: bool) -> None:
         n = int(src.size)
         if n == 0:
@@ -317,6 +334,7 @@ def time_batches(judge: JudgeGPU, ex, params, pool: list[dict], sets: dict, sub:
     gated = not (ex.launch_cost_counts or on_host)
     flags: list[str] = []
     fresh_names = _fresh_names(ex, pool[0])
+    renewed = dict(getattr(ex, "renew_inputs", None) or {})
     flip = set(getattr(ex, "flip_inputs", ()) or ())
     # Scalars travel in the messages; float ones change with every call too.
     values_for = []
@@ -336,6 +354,9 @@ def time_batches(judge: JudgeGPU, ex, params, pool: list[dict], sets: dict, sub:
                     elif name in fresh_names:
                         judge.refresh(src.view.ravel(), dst.view.ravel(), dst.dtype, int(rng.integers(1, 2**63)),
                                       gain, name in flip)
+                    elif name in renewed:
+                        judge.renew(src.view.ravel(), dst.view.ravel(), int(rng.integers(1, 2**63)),
+                                    int(params[renewed[name]]))
                     else:
                         dst.view.ravel()[...] = src.view.ravel()
                 elif isinstance(v, float) and name in fresh_names:

@@ -977,3 +977,27 @@ def test_a_pool_being_drawn_is_never_drawn_again(monkeypatch):
         assert isinstance(pool, timing_inputs.TimingPool)
     finally:
         second.close()
+
+
+def test_timed_integer_inputs_change_between_calls():
+    """The timing loop refreshes floating inputs before every call and copies integer ones from a
+    pool of a few sets. An exercise whose inputs are all integers must name them in renew_inputs
+    (with the parameter that bounds them), or a cache kept on the device answers its timed calls
+    without the work (tests/submissions/attacks/diagnosis/device_cache_histogram.py)."""
+    from autograder.labs import get_lab, lab_names
+    from autograder.timing import _fresh_names
+
+    seen = 0
+    for lab in lab_names():
+        for ex in get_lab(lab).exercises:
+            if not ex.timing_case or ex.speed is None or ex.gpu_only and not ex.cases(True):
+                continue
+            x = ex.inputs(ex.cases(True)[-1], np.random.default_rng(0))
+            arrays = {k: v for k, v in x.items() if isinstance(v, np.ndarray)}
+            for name, bound in ex.renew_inputs.items():
+                assert arrays[name].dtype in (np.int32, np.int64), (lab, ex.name, name)  # compiled ahead
+                assert bound in ex.timing_case, (lab, ex.name, bound)
+                seen += 1
+            if arrays and not _fresh_names(ex, x) & set(arrays):
+                assert set(arrays) <= set(ex.renew_inputs), (lab, ex.name, "integer inputs only, none renewed")
+    assert seen >= 1
