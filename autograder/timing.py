@@ -201,13 +201,7 @@ class JudgeGPU:
                                               "uint64", "bool")]}
         self.scratch = cp.zeros(64, cp.uint64)  # scale bits for the comparisons
         self.dtypes = ("float32", "float16", "float64", "int8", "uint8", "int16", "int32", "uint32", "int64")
-        self.renew_ints = cp.ElementwiseKernel(
-            "T src, uint64 key, int64 bound", "T dst",
-            """
-            unsigned long long h = ((unsigned long long)i + 1) * 0x9E3779B97F4A7C15ULL ^ key;
-            h ^= h >> 31; h *= 0xBF58476D1CE4E5B9ULL; h ^= h >> 29;
-            dst = (src >= 0 && (long long)src < bound && (h & 63) == 0) ? (T)((h >> 8) % bound) : src;
-            """, "renew_ints")
+        self.renew_ints = None  # built by warm_renew(), only for an exercise with renew_inputs
         with self.stream:  # compile and load everything used while the stream waits on a runner
             self.flush_buf.max()
             self.hold(1e-6)
@@ -219,9 +213,6 @@ class JudgeGPU:
                 if np.dtype(dt).kind == "f":
                     a.fill(np.nan)
                 self.bad_count(a, b, dt, (1e-5, 1e-5), slots[0:1], slots[1:2])
-            for dt in ("int32", "int64"):  # ElementwiseKernel compiles per type on first use
-                a = cp.zeros(8, dt)
-                self.renew(a, cp.empty_like(a), 1, 3)
             for name, k in self.fresh.items():
                 z = cp.zeros(8, name)
                 k((1,), (32,), (z, z, np.int64(8), np.uint64(1), np.float32(1), np.float32(0), np.int32(0)))
@@ -279,6 +270,24 @@ class JudgeGPU:
         driver_ok(cu.cuStreamWaitValue32(cu.CUstream(self.stream.ptr), cu.CUdeviceptr(ptr), value,
                                    cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ))
 
+    def warm_renew(self, dtypes) -> None:
+        """Compile and load renew()'s kernel for these integer types now, before any batch: loading
+        a module while the judge's stream waits on a runner could wait forever."""
+        cp = self.cp
+        if self.renew_ints is None:
+            self.renew_ints = cp.ElementwiseKernel(
+                "T src, uint64 key, int64 bound", "T dst",
+                """
+                unsigned long long h = ((unsigned long long)i + 1) * 0x9E3779B97F4A7C15ULL ^ key;
+                h ^= h >> 31; h *= 0xBF58476D1CE4E5B9ULL; h ^= h >> 29;
+                dst = (src >= 0 && (long long)src < bound && (h & 63) == 0) ? (T)((h >> 8) % bound) : src;
+                """, "renew_ints")
+        with self.stream:
+            for dt in dtypes:
+                a = cp.zeros(8, dt)
+                self.renew(a, cp.empty_like(a), 1, 3)
+        self.stream.synchronize()
+
     def renew(self, src, dst, key: int, bound: int) -> None:
         """dst = src with a pseudo-random 1/64 of its values in [0, bound) replaced by new values in
         [0, bound) (Exercise.renew_inputs): which ones depends on ``key``, so the only way to the
@@ -335,6 +344,8 @@ def time_batches(judge: JudgeGPU, ex, params, pool: list[dict], sets: dict, sub:
     flags: list[str] = []
     fresh_names = _fresh_names(ex, pool[0])
     renewed = dict(getattr(ex, "renew_inputs", None) or {})
+    if renewed:
+        judge.warm_renew({np.dtype(pool[0][name].dtype).name for name in renewed})
     flip = set(getattr(ex, "flip_inputs", ()) or ())
     # Scalars travel in the messages; float ones change with every call too.
     values_for = []
