@@ -38,8 +38,14 @@ STEP = 2      # tokens each slot loads before it does any arithmetic: more bytes
 WARPS = 4     # warps per block
 CHUNK = 512   # tokens per block of the split
 FULL = 0xFFFFFFFF
-DESIGN = (f"reference kernels (split-K: a block per chunk of {CHUNK} tokens of one KV head of one sequence, "
-          f"{LANES} lanes per token, {STEP} tokens' loads in flight per slot, shuffles; then a merge of the chunks)")
+
+
+def design(block_of: str) -> str:
+    """The references' one-line description for a lab's feedback; ``block_of``: what a block's chunk
+    belongs to in that lab's contract."""
+    return (f"reference kernels (split-K: a block per chunk of {CHUNK} tokens of {block_of}, {LANES} lanes "
+            f"per token, {STEP} tokens' loads in flight per slot, shuffles; then a merge of the chunks)")
+
 
 cuda = None  # numba.cuda, bound by kernels() on first use: a module global, which the simulator swaps
 

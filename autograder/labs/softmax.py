@@ -499,7 +499,7 @@ LAB = Lab(
             # 128 MiB of keys and 128 MiB of values.
             timing_case={"heads": 1024, "n": 512, "d": 64},
             baseline=_base("attention"),
-            baseline_name=decode_numba.DESIGN.replace(" of one KV head of one sequence", " of one head"),
+            baseline_name=decode_numba.design("one head"),
             bytes_moved=lambda p: 4 * p["heads"] * (2 * p["n"] * p["d"] + 2 * p["d"]),
             flops=lambda p: 4 * p["heads"] * p["n"] * p["d"],
             points=2,
