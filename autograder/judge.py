@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .devmem import Arena
+from .host_parallel import one_blas_thread
 from .labs import get_lab
 from .measure import GUARD, UNCHANGED, _count, compare, describe, guard_fill, guard_pattern, overruns
 from .outcome import ExerciseResult
@@ -286,6 +287,10 @@ class Judge:
         self.prefetch = Prefetch([], opts.seed)
         self.notes: list[str] = []
         self.log_tails: list[str] = []
+        # Until close(): the float64 references run in blocks on every core, with BLAS on one thread
+        # per block (entered here, on the main thread, where OpenBLAS takes the limit).
+        self.blas_limit = contextlib.ExitStack()
+        self.blas_limit.enter_context(one_blas_thread())
 
     @contextlib.contextmanager
     def clock(self, phase: str):
@@ -406,6 +411,7 @@ class Judge:
                 self.reference.close()
         self.prefetch.close()
         self.arena.free_all()
+        self.blas_limit.close()
 
     # -- grading
     def profiling(self) -> bool:

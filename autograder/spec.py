@@ -9,11 +9,12 @@ Nothing here imports numba or cupy: specs are read by the grader's parent proces
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+
+from .host_parallel import parallel_map
 
 Params = Mapping[str, int]
 
@@ -202,8 +203,7 @@ def standard_normal(rng: np.random.Generator, shape, dtype=np.float32) -> np.nda
     def fill(k: int) -> None:
         gens[k].standard_normal(out=out[starts[k]:starts[k] + NORMAL_CHUNK], dtype=dtype)  # drops the GIL
 
-    with ThreadPoolExecutor(max_workers=min(len(starts), os.cpu_count() or 1)) as pool:
-        list(pool.map(fill, range(len(starts))))
+    parallel_map(fill, range(len(starts)), blas=False)
     return out.reshape(shape)
 
 

@@ -7,6 +7,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..host_parallel import matmul64
 from ..spec import Exercise, Lab, NO_HOST_MATH as BASE_NO_HOST_MATH, Out, SCALARS, Speed, uniform
 
 # cuBLAS is not host maths, but it is not the learner's kernel either (cupyx, a @ b).
@@ -375,7 +376,7 @@ GEMM = dict(
     args=("A", "B", "C"),
     inputs=_gemm_inputs,
     outputs={"C": Out(lambda p: (p["m"], p["n"]))},
-    reference=lambda A, B: {"C": A @ B},
+    reference=lambda A, B: {"C": matmul64(A, B)},
     # 4096^3: 137 GFLOP per call, 192 MiB of matrices (beyond the L2); bytes are not reported,
     # since a GEMM this size is limited by arithmetic, not by memory.
     timing_case={"m": 4096, "n": 4096, "k": 4096},

@@ -8,6 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..host_parallel import matmul64
 from ..spec import TRITON_ONLY, Exercise, Lab, Out, Speed, standard_normal
 from .softmax import PROB_TOL, logits, softmax64
 
@@ -129,7 +130,7 @@ LAB = Lab(
             args=("a", "b", "c"),
             inputs=_product_inputs,
             outputs={"c": Out(_product, dtype="float16")},
-            reference=lambda a, b: {"c": a @ b},
+            reference=lambda a, b: {"c": matmul64(a, b)},
             cases=product_shapes,
             timing_case={"m": 4096, "n": 4096, "k": 4096},  # 137 GFLOP: limited by the tensor cores
             baseline=_base("matmul"),
@@ -150,7 +151,7 @@ LAB = Lab(
             args=("a", "b", "bias", "c"),
             inputs=_bias_gelu_inputs,
             outputs={"c": Out(_product, dtype="float16")},
-            reference=lambda a, b, bias: {"c": gelu_tanh64(a @ b + bias)},
+            reference=lambda a, b, bias: {"c": gelu_tanh64(matmul64(a, b) + bias)},
             cases=product_shapes,
             # A transformer MLP's first layer: 8,192 tokens of 1,024 values, four times wider out.
             # c (64 MiB) is most of the product's traffic, so a second pass over it shows.
