@@ -60,7 +60,7 @@ def test_over_admitting_preempts_more_than_the_solution(graded):
     (preempting the newest request is cheap here, so it keeps most of its speed points)."""
     def preemptions(sub):  # from the case table: | trace 0 | pass | ..., 30 preemptions there (...) |
         found = re.findall(r"\| trace \d+ \| pass \|[^|\n]*?(\d+) preemptions there", _feedback(graded, sub))
-        assert len(found) == 3, _feedback(graded, sub)
+        assert len(found) == len(engine._cases(True)), _feedback(graded, sub)
         return sum(map(int, found))
     assert preemptions("greedy") > preemptions("next_iteration_reserve"), _feedback(graded, "greedy")
     assert _score(graded, "greedy", "speed") >= 2
