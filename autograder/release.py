@@ -2,7 +2,9 @@
 
 In code cells, every region between ``### BEGIN SOLUTION`` and ``### END SOLUTION``
 becomes a stub that raises ``NotImplementedError``; in markdown cells it becomes
-"YOUR ANSWER HERE", and relative links are rewritten for the release's folder. Outputs, execution counts and the GPU-run stamp are removed.
+"YOUR ANSWER HERE", and relative links are rewritten for the release's folder. The outputs of
+the GPU run stay on the cells before the first answer (they cannot depend on it); later cells lose
+theirs. Execution counts and the GPU-run stamp are removed.
 The student notebook is generated, never edited: a test regenerates it and fails on
 any difference.
 """
@@ -40,9 +42,10 @@ def strip_solutions(source: str, code: bool) -> str:
     return "\n".join(out)
 
 
-# On the site a lab's page is its release, without outputs. The executed solution is a page of
-# the book's last part, captioned SOLUTIONS_PART in _toc.yml, so that "Next" from a lab leads on
-# to the next chapter. The note under each release's title links to it, with a warning.
+# On the site a lab's page is its release: the outputs of the GPU run up to the first answer, none
+# after. The executed solution is a page of the book's last part, captioned SOLUTIONS_PART in
+# _toc.yml, so that "Next" from a lab leads on to the next chapter. The note under each release's
+# title links to it, with a warning.
 SOLUTIONS_PART = "Solutions: runs on a GPU"
 
 
@@ -51,9 +54,10 @@ def solution_link(lab: str) -> str:
     return f"solutions/{lab}.ipynb"
 
 
-def no_outputs_note(lab: str) -> str:
+def release_note(lab: str) -> str:
     return (
-        "> **This notebook has no outputs yet: they appear as you run it.** It is the lab as you "
+        "> **The outputs shown come from a run on a GPU and stop at your first answer: the rest appear "
+        "as you run the notebook.** It is the lab as you "
         f"receive it, with your answers still to write. [Its worked solution]({solution_link(lab)}), with "
         f"the outputs of a run on a GPU, is in the book's last part, *{SOLUTIONS_PART}*. It gives every "
         "answer away: open it after you have tried the exercises."
@@ -73,17 +77,25 @@ def relink(source: str) -> str:
 
 def student_notebook(nb: dict, lab: str) -> dict:
     nb = copy.deepcopy(nb)
+    answered = False  # a cell with an answer removed was seen: later outputs may show it
     for cell in nb["cells"]:
         src = cell.get("source", "")
         src = "".join(src) if isinstance(src, list) else src
         cell["source"] = strip_solutions(src, cell["cell_type"] == "code")
+        answered = answered or (cell["cell_type"] == "code" and cell["source"] != src)
         if cell["cell_type"] == "markdown":
             cell["source"] = relink(cell["source"])
         if cell["cell_type"] == "code":
-            cell["outputs"] = []
+            if answered:
+                cell["outputs"] = []
             cell["execution_count"] = None
+            for out in cell.get("outputs", []):
+                if "execution_count" in out:  # an execute_result's
+                    out["execution_count"] = None
         cell.get("metadata", {}).pop("execution", None)
-    nb["cells"].insert(1, {"cell_type": "markdown", "id": "release-note", "metadata": {}, "source": no_outputs_note(lab)})
+        # a figure's label is the solution page's: the same name twice in the book is a build warning
+        cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).pop("name", None)
+    nb["cells"].insert(1, {"cell_type": "markdown", "id": "release-note", "metadata": {}, "source": release_note(lab)})
     # Only what a fresh notebook carries: executing the source must not change the release.
     meta = nb.get("metadata", {})
     nb["metadata"] = {k: meta[k] for k in ("kernelspec",) if k in meta}

@@ -32,7 +32,7 @@ def test_parse_line():
 
 def test_page_url_points_at_the_page_with_stored_outputs():
     assert page_url("/a/b/chapters/04_memory.ipynb") == SITE_URL + "chapters/04_memory.html"
-    # a student lab has no outputs on the site: its solution page has them
+    # a student lab's page stops its outputs at the first answer: its solution page has them all
     assert page_url("labs/reduction/reduction.ipynb") == SITE_URL + "labs/reduction/solutions/reduction.html"
     assert page_url("labs/reduction/solutions/reduction.ipynb") == SITE_URL + "labs/reduction/solutions/reduction.html"
     assert page_url(None) == SITE_URL and page_url("Untitled.ipynb") == SITE_URL

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autograder.labs import get_lab, lab_names
-from autograder.release import (RELATIVE_LINK, SOLUTIONS_PART, dumps, no_outputs_note, solution_link,
+from autograder.release import (RELATIVE_LINK, SOLUTIONS_PART, dumps, release_note, solution_link,
                                 student_notebook, student_path)
 from autograder.submission import answer_of, strip_magics
 from course.notebooks import student_notebooks
@@ -54,7 +54,7 @@ def test_solutions_have_the_last_part_of_the_site_and_each_release_links_to_its_
     assert not elsewhere, f"solutions outside {SOLUTIONS_PART!r}: {elsewhere}"
     for lab in LABS:
         assert f"labs/{lab}/solutions/{lab}" in parts[SOLUTIONS_PART], f"{lab}'s solution is not in the site"
-        assert f"]({solution_link(lab)})" in no_outputs_note(lab)
+        assert f"]({solution_link(lab)})" in release_note(lab)
         assert student_path(solution(lab)).parent / solution_link(lab) == solution(lab)
 
 
