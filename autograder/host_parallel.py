@@ -17,7 +17,6 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-_LOCK = threading.Lock()
 _USERS = [0]  # entries into one_blas_thread under way (on the main thread)
 _LIMITS: list = [None]  # threadpoolctl's limiter while _USERS > 0: restores BLAS's own threads
 _CONTROLLER: list = [None]
@@ -61,18 +60,16 @@ def one_blas_thread():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    with _LOCK:
-        _USERS[0] += 1
-        if _USERS[0] == 1 and _blas() is not None:
-            _LIMITS[0] = _blas().limit(limits=1)
+    _USERS[0] += 1  # the main thread's alone: no lock
+    if _USERS[0] == 1 and _blas() is not None:
+        _LIMITS[0] = _blas().limit(limits=1)
     try:
         yield
     finally:
-        with _LOCK:
-            _USERS[0] -= 1
-            if _USERS[0] == 0 and _LIMITS[0] is not None:
-                _LIMITS[0].restore_original_limits()
-                _LIMITS[0] = None
+        _USERS[0] -= 1
+        if _USERS[0] == 0 and _LIMITS[0] is not None:
+            _LIMITS[0].restore_original_limits()
+            _LIMITS[0] = None
 
 
 def parallel_map(fn: Callable, jobs: Iterable, blas: bool = True) -> list:

@@ -8,7 +8,6 @@ Nothing here imports numba or cupy: specs are read by the grader's parent proces
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
