@@ -32,7 +32,6 @@ def named(paths):
 def test_every_cell_has_a_unique_id():
     """nbformat 4.5 asks for cell ids (a missing one is a warning now, an error in later versions):
     the site's notebooks and the student releases carry them."""
-
     for path in NOTEBOOKS + student_notebooks(ROOT):
         ids = [c.get("id") for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
         assert None not in ids, f"{path.relative_to(ROOT)}: cell {ids.index(None)} has no id"
