@@ -44,6 +44,12 @@ def simulator_mode() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
+def _compute_capability() -> tuple[int, int]:
+    from .judge import judge_gpu
+
+    return judge_gpu().cc
+
+
 def local_judge(lab, functions: dict) -> Judge:
     """A judge in this process, calling ``functions`` directly."""
     opts = Options(simulator=simulator_mode(), seed=int(np.random.default_rng().integers(2**62)),
@@ -86,6 +92,9 @@ def checker(lab_name: str):
         result = CheckResult(ex.name, False, max_points=ex.max_points)
         if ex.gpu_only and simulator:
             print(f"{ex.name}: needs a GPU (the simulator cannot run it); not checked here.")
+            return result
+        if not simulator and ex.too_old(_compute_capability()):
+            print(f"{ex.name}: {ex.too_old(_compute_capability())}; not checked here.")
             return result
         try:
             source = inspect.getsource(fn)

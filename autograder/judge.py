@@ -462,6 +462,9 @@ class Judge:
         if ex.gpu_only and self.opts.simulator:
             res.message = "needs a GPU: not graded in simulator mode"
             return
+        if self.gpu is not None and ex.too_old(self.gpu.cc):
+            res.message = f"{ex.too_old(self.gpu.cc)}: not graded on this GPU"
+            return
         if self.static.get(ex.name):
             res.message = self.static[ex.name]
             return

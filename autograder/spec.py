@@ -81,6 +81,9 @@ class Exercise:
     speed: Speed | None = None
     forbidden: tuple[str, ...] = ()  # dotted names, fnmatch patterns: "cupy.*", "*.copy_to_host"
     gpu_only: bool = False  # needs real hardware (warp intrinsics, CuPy)
+    # The least compute capability the exercise needs, e.g. (9, 0) for thread-block clusters: on an
+    # older GPU it is reported as not graded, with the reason, instead of failing on every case.
+    min_cc: tuple[int, int] | None = None
     host_args: tuple[str, ...] = ()  # NumPy inputs left on the host (pageable), e.g. for copy exercises
     pinned_args: tuple[str, ...] = ()  # NumPy inputs left on the host in pinned (page-locked) memory
     check_leaks: bool = False  # on a GPU, device memory the call does not free fails the case
@@ -114,6 +117,13 @@ class Exercise:
     # such exercises are graded the same way in simulator mode, speed included.
     simulate: Callable[..., dict[str, np.ndarray]] | None = None
     assess: Callable[..., "Assessment"] | None = None
+
+    def too_old(self, cc: tuple[int, int] | None) -> str:
+        """Why this GPU (compute capability ``cc``) cannot run the exercise, or "" if it can."""
+        if self.min_cc is None or cc is None or tuple(cc) >= tuple(self.min_cc):
+            return ""
+        need = ".".join(map(str, self.min_cc))
+        return f"needs a GPU of compute capability {need} or newer (this one is {cc[0]}.{cc[1]})"
 
     def tol(self, dtype: str) -> tuple[float, float]:
         return self.tolerance.get(dtype) or DEFAULT_TOLERANCE.get(dtype, (0.0, 0.0))

@@ -187,6 +187,8 @@ class JudgeGPU:
         import cupy as cp
 
         self.cp = cp
+        cc = cp.cuda.Device().compute_capability  # "90"
+        self.cc = (int(cc[:-1]), int(cc[-1]))
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.side = cp.cuda.Stream(non_blocking=True)  # to release a stuck stream
         self.hold = Hold()

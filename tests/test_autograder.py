@@ -1001,3 +1001,13 @@ def test_timed_integer_inputs_change_between_calls():
             if arrays and not _fresh_names(ex, x) & set(arrays):
                 assert set(arrays) <= set(ex.renew_inputs), (lab, ex.name, "integer inputs only, none renewed")
     assert seen >= 1
+
+
+def test_an_exercise_that_needs_newer_hardware_names_the_need():
+    import dataclasses
+
+    ex = dataclasses.replace(get_lab("first_kernel").exercises[0], min_cc=(9, 0))
+    assert "9.0" in ex.too_old((8, 9)) and "8.9" in ex.too_old((8, 9))
+    assert ex.too_old((9, 0)) == "" and ex.too_old((10, 0)) == ""
+    assert ex.too_old(None) == ""  # no GPU: the simulator rules apply instead
+    assert get_lab("first_kernel").exercises[0].too_old((5, 0)) == ""  # no need stated, none checked
