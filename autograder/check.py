@@ -7,6 +7,7 @@ Nothing is sandboxed here: it is the learner's own machine and code.
 from __future__ import annotations
 
 import inspect
+import sys
 import warnings
 import textwrap
 from dataclasses import dataclass, field
@@ -77,9 +78,20 @@ def checker(lab_name: str):
 
         strict_barriers()
 
-    def check(fn, exercise: str | None = None, speed: bool = True, profile: bool = False) -> CheckResult:
+    def check(fn=None, exercise: str | None = None, speed: bool = True, profile: bool = False) -> CheckResult:
         """Grade ``fn`` on the grader's cases, then time it (on a GPU). With ``profile=True``, once
-        every case passes, also show how its kernels use memory next to the reference's."""
+        every case passes, also show how its kernels use memory next to the reference's. An
+        exercise answered by a registration (an operator) takes no function:
+        ``check(exercise="silu_mul_op")`` grades what the notebook registered."""
+        if fn is None:
+            if exercise is None:
+                raise TypeError("check() needs your function, or exercise='name' for an exercise without one")
+            ex = lab.exercise(exercise)
+            if not ex.entry:
+                raise TypeError(f"{ex.name} is answered by a function: pass it, as check({ex.name})")
+            from .runner import entry_function
+
+            fn = entry_function(ex.entry, ex.name, sys._getframe(1).f_globals)  # the notebook's namespace
         # The cases launch tiny grids on purpose (one element, one row): Numba's warning that a
         # small grid leaves the GPU idle would only bury the table.
         with warnings.catch_warnings():

@@ -345,7 +345,8 @@ class Judge:
                 "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
                 "memtrace": grader_source("memtrace") if self.profiling() and self.opts.simulator else None,
                 "triton_compat": grader_source("triton_compat") if self.opts.simulator and ex.backend == "triton" else None,
-                "sim_warps": grader_source("sim_warps") if self.opts.simulator else None}
+                "sim_warps": grader_source("sim_warps") if self.opts.simulator else None,
+                "entries": {e.name: e.entry for e in group_ex if e.entry}}
 
     def failed_cell(self, ex: Exercise) -> str:
         """Why this exercise's own cell (or a cell that answers no exercise by name) failed, if it did."""

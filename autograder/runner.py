@@ -892,6 +892,12 @@ def _grader_module(source: str, name: str) -> dict:
     return namespace
 
 
+def entry_function(source: str, name: str, namespace: dict):
+    """An entry exercise's function (``Exercise.entry``): the grader's code, built over the
+    learner's namespace. It is grader code, so the guards judge only the learner code it calls."""
+    return _grader_module(source, f"entry_{name}")["entry"](namespace)
+
+
 _BARRIERS: list = []
 
 
@@ -1068,7 +1074,10 @@ class Runner:
         # From here on the guards stay on: learner code can run at any time (a destructor, a
         # thread), and the guards judge the caller, not the moment.
         GUARD.active = True
-        return {"ok": True, "cell_errors": self.run_cells(job["cells"])}
+        cell_errors = self.run_cells(job["cells"])
+        for name, source in (job.get("entries") or {}).items():
+            self.functions[name] = entry_function(source, name, self.namespace)
+        return {"ok": True, "cell_errors": cell_errors}
 
     def run_cells(self, cells: list[dict]) -> list[dict]:
         """Run the submission's cells in order, each on its own: a cell that fails is reported

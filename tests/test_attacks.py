@@ -261,7 +261,7 @@ def check_book(run: Run, extra_rows: set[str] = frozenset(), optional_rows: set[
 
 # --------------------------------------------------------------------------- forged, library, speed
 KERNEL_CLASSES = {"forged", "library", "speed"}
-LABS = ("first_kernel", "reduction", "batching", "triton_kernels", "diagnosis")
+LABS = ("first_kernel", "reduction", "batching", "triton_kernels", "diagnosis", "custom_ops")
 
 
 def _group(tmp_path_factory, mode: str, lab: str, cache: dict) -> Run:
