@@ -1,0 +1,632 @@
+"""The Tensor Core kernels of the chapter *Tensor Cores* and of its lab (``tensor_core_gemm``).
+
+Three CUDA C sources, compiled at run time by CuPy (NVRTC) for the GPU in hand:
+
+- ``MMA_TILE_SOURCE``: one warp, one ``mma.sync.m16n8k16``, each lane filling its fragments
+  from global memory by the layout PTX documents (what a matrix instruction computes).
+- ``WMMA_SOURCE``: a GEMM on the WMMA instructions (``wmma.load``, ``wmma.mma``, ``wmma.store``,
+  written as inline PTX, since some CuPy installations lack the ``crt/mma.h`` that ``<mma.h>``
+  includes), float16 in, float32 out; it runs from compute capability 7.0 (a T4 is 7.5).
+  ``WMMA_API_SOURCE`` is one tile with the C++ API ``nvcuda::wmma``, compiled with nvcc only.
+- ``GEMM_SOURCE``: the reference GEMM, ``mma.sync`` through inline PTX, fed by ``cp.async``
+  copies into a ring of shared-memory stages, ``ldmatrix`` loads from padded tiles, and
+  fragments double-buffered in registers. A C++ template over the element type (float16 or
+  bfloat16), the output type and the tile shape (``Config``); it needs compute capability 8.0.
+
+Contract of every GEMM here: A is M x K and B is K x N, both row-major; C = A @ B is M x N,
+row-major, sums in float32. K and N must be multiples of 8, so that every 16-byte copy of
+8 elements starts on a 16-byte boundary and lies wholly inside or wholly outside the matrix;
+M is free. All launchers need a GPU and CuPy; the sources compile with nvcc without one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+ALIGN = 8  # K and N must be multiples of this: one 16-byte copy holds 8 two-byte elements
+
+# --------------------------------------------------------------------------- one instruction
+MMA_TILE_SOURCE = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+// Two 16-bit values packed in one 32-bit register: lo in the low half, as PTX expects.
+template <typename T> __device__ __forceinline__ unsigned pack2(T lo, T hi) {
+    unsigned short a = *reinterpret_cast<unsigned short*>(&lo);
+    unsigned short b = *reinterpret_cast<unsigned short*>(&hi);
+    return (unsigned)a | ((unsigned)b << 16);
+}
+
+__device__ __forceinline__ void mma16816(float* d, const unsigned* a, const unsigned* b, __half) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void mma16816(float* d, const unsigned* a, const unsigned* b, __nv_bfloat16) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// D (16 x 8, float) = A (16 x 16, row-major) @ B (16 x 8, row-major), one warp of 32 threads.
+// owner[r * 8 + c] gets the lane that holds D[r][c] in its accumulator registers.
+template <typename T>
+__global__ void mma_tile(const T* A, const T* B, float* D, int* owner) {
+    const int lane = threadIdx.x;
+    const int g = lane / 4, t = lane % 4;   // the lane's group (row) and its place in the group
+    unsigned a[4], b[2];
+    // A fragment: rows g and g + 8, columns 2t, 2t + 1 and the same plus 8
+    a[0] = pack2(A[g * 16 + 2 * t],           A[g * 16 + 2 * t + 1]);
+    a[1] = pack2(A[(g + 8) * 16 + 2 * t],     A[(g + 8) * 16 + 2 * t + 1]);
+    a[2] = pack2(A[g * 16 + 2 * t + 8],       A[g * 16 + 2 * t + 9]);
+    a[3] = pack2(A[(g + 8) * 16 + 2 * t + 8], A[(g + 8) * 16 + 2 * t + 9]);
+    // B fragment: column g, rows 2t, 2t + 1 and the same plus 8
+    b[0] = pack2(B[(2 * t) * 8 + g],     B[(2 * t + 1) * 8 + g]);
+    b[1] = pack2(B[(2 * t + 8) * 8 + g], B[(2 * t + 9) * 8 + g]);
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma16816(d, a, b, T());
+    // Accumulator: rows g and g + 8, columns 2t and 2t + 1
+    D[g * 8 + 2 * t] = d[0];       D[g * 8 + 2 * t + 1] = d[1];
+    D[(g + 8) * 8 + 2 * t] = d[2]; D[(g + 8) * 8 + 2 * t + 1] = d[3];
+    owner[g * 8 + 2 * t] = lane;       owner[g * 8 + 2 * t + 1] = lane;
+    owner[(g + 8) * 8 + 2 * t] = lane; owner[(g + 8) * 8 + 2 * t + 1] = lane;
+}
+"""
+MMA_TILE_NAMES = {"float16": "mma_tile<__half>", "bfloat16": "mma_tile<__nv_bfloat16>"}
+
+
+def fragment_owners() -> dict[str, np.ndarray]:
+    """Which lane holds each element of the three fragments of ``mma.m16n8k16``, from the layout in
+    PTX's documentation (the one ``MMA_TILE_SOURCE`` follows): A 16 x 16, B 16 x 8, C 16 x 8."""
+    a = np.empty((16, 16), dtype=np.int32)
+    b = np.empty((16, 8), dtype=np.int32)
+    c = np.empty((16, 8), dtype=np.int32)
+    for lane in range(32):
+        g, t = divmod(lane, 4)
+        for dr in (0, 8):
+            for dc in (0, 8):
+                a[g + dr, 2 * t + dc:2 * t + dc + 2] = lane
+            c[g + dr, 2 * t:2 * t + 2] = lane
+            b[2 * t + dr:2 * t + dr + 2, g] = lane
+    return {"A": a, "B": b, "C": c}
+
+
+# --------------------------------------------------------------------------- WMMA
+WMMA_BM, WMMA_BN, WMMA_BK = 64, 64, 32
+WMMA_THREADS = 128
+WMMA_SOURCE = r"""
+#include <cuda_fp16.h>
+
+#define BM 64
+#define BN 64
+#define BK 32
+#define PAD 8   // keeps rows 16 bytes out of step, and every fragment's start 32-byte aligned
+
+// The warp-level matrix multiply-accumulate (WMMA) instructions of PTX, one wrapper each: the
+// same instructions that nvcuda::wmma's load_matrix_sync, mma_sync and store_matrix_sync emit.
+// A fragment of A or B (16 x 16 halves) is 8 registers of two halves per lane; a float
+// accumulator is 8 floats per lane. Which lane holds which element is left undocumented.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void wmma_load_a(unsigned* a, const half* p, int ldm) {   // row-major
+    asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8], %9;\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]), "=r"(a[4]), "=r"(a[5]), "=r"(a[6]), "=r"(a[7])
+                 : "r"(smem_addr(p)), "r"(ldm));
+}
+__device__ __forceinline__ void wmma_load_b(unsigned* b, const half* p, int ldm) {   // row-major
+    asm volatile("wmma.load.b.sync.aligned.row.m16n16k16.shared.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8], %9;\n"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]), "=r"(b[4]), "=r"(b[5]), "=r"(b[6]), "=r"(b[7])
+                 : "r"(smem_addr(p)), "r"(ldm));
+}
+__device__ __forceinline__ void wmma_mma(float* d, const unsigned* a, const unsigned* b) {     // d += a b
+    asm volatile("wmma.mma.sync.aligned.row.row.m16n16k16.f32.f32 {%0,%1,%2,%3,%4,%5,%6,%7}, "
+                 "{%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19,%20,%21,%22,%23}, {%0,%1,%2,%3,%4,%5,%6,%7};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]),
+                   "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(b[4]), "r"(b[5]), "r"(b[6]), "r"(b[7]));
+}
+__device__ __forceinline__ void wmma_store(float* p, const float* d, int ldm) {
+    asm volatile("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32 [%0], {%1,%2,%3,%4,%5,%6,%7,%8}, %9;\n"
+                 :: "r"(smem_addr(p)), "f"(d[0]), "f"(d[1]), "f"(d[2]), "f"(d[3]),
+                    "f"(d[4]), "f"(d[5]), "f"(d[6]), "f"(d[7]), "r"(ldm) : "memory");
+}
+
+// C (M x N, float) = A (M x K) @ B (K x N), half inputs, row-major, K and N multiples of 8.
+// A block of 4 warps computes a 64 x 64 tile of C; each warp a 32 x 32 quarter of it, as
+// 2 x 2 WMMA fragments of 16 x 16.
+extern "C" __global__ void __launch_bounds__(128)
+wmma_gemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C,
+          int M, int N, int K) {
+    __shared__ __align__(32) half As[BM][BK + PAD];
+    __shared__ __align__(32) half Bs[BK][BN + PAD];
+    __shared__ __align__(32) float Cs[BM][BN + 4];
+    const int tid = threadIdx.x, warp = tid / 32;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const int wr = (warp / 2) * 32, wc = (warp % 2) * 32;   // this warp's quarter of the tile
+
+    float acc[2][2][8];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[i][j][e] = 0.0f;
+
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        // 16-byte loads: 8 halves per thread per load, zeros past the matrix's edges
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int c = tid + i * 128;               // 256 chunks of 8 in each tile
+            const int ar = c / (BK / 8), ak = (c % (BK / 8)) * 8;
+            uint4 va = make_uint4(0, 0, 0, 0);
+            if (row0 + ar < M && k0 + ak < K)
+                va = *reinterpret_cast<const uint4*>(A + (size_t)(row0 + ar) * K + k0 + ak);
+            *reinterpret_cast<uint4*>(&As[ar][ak]) = va;
+            const int br = c / (BN / 8), bn = (c % (BN / 8)) * 8;
+            uint4 vb = make_uint4(0, 0, 0, 0);
+            if (k0 + br < K && col0 + bn < N)
+                vb = *reinterpret_cast<const uint4*>(B + (size_t)(k0 + br) * N + col0 + bn);
+            *reinterpret_cast<uint4*>(&Bs[br][bn]) = vb;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) {
+            unsigned fa[2][8], fb[2][8];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) wmma_load_a(fa[i], &As[wr + 16 * i][kk], BK + PAD);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) wmma_load_b(fb[j], &Bs[kk][wc + 16 * j], BN + PAD);
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) wmma_mma(acc[i][j], fa[i], fb[j]);
+        }
+        __syncthreads();
+    }
+    // The accumulator's layout is not documented: store it to shared memory, then write C row by row.
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma_store(&Cs[wr + 16 * i][wc + 16 * j], acc[i][j], BN + 4);
+    __syncthreads();
+    for (int e = tid; e < BM * BN; e += 128) {
+        const int r = e / BN, c = e % BN;
+        if (row0 + r < M && col0 + c < N) C[(size_t)(row0 + r) * N + col0 + c] = Cs[r][c];
+    }
+}
+"""
+
+# The same product with the C++ API of <mma.h> (nvcuda::wmma), which emits the instructions above.
+# CuPy compiles it only where the CUDA headers include crt/mma.h (a full toolkit; some pip wheels
+# leave it out), so the course runs WMMA_SOURCE and compiles this one with nvcc to compare.
+WMMA_API_SOURCE = r"""
+#include <mma.h>
+#include <cuda_fp16.h>
+using namespace nvcuda;
+
+// One warp: C (16 x 16, float) = A (16 x 16) @ B (16 x 16), half inputs, all row-major.
+extern "C" __global__ void wmma_tile(const half* A, const half* B, float* C) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+    wmma::fill_fragment(c, 0.0f);
+    wmma::load_matrix_sync(a, A, 16);      // the warp loads the tile together; 16: the row stride
+    wmma::load_matrix_sync(b, B, 16);
+    wmma::mma_sync(c, a, b, c);            // c = a b + c on the Tensor Cores
+    wmma::store_matrix_sync(C, c, 16, wmma::mem_row_major);
+}
+"""
+
+# --------------------------------------------------------------------------- the pipelined GEMM
+GEMM_SOURCE = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+// One 16-byte copy from global to shared memory that bypasses the registers (and the L1).
+// With valid == false nothing is read and the 16 bytes are filled with zeros.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+}
+
+// Four 8 x 8 matrices of 16-bit values from shared memory; lane l gives the address of row l % 8
+// of matrix l / 8, and register i receives this lane's part of matrix i.
+__device__ __forceinline__ void ldmatrix_x4(unsigned* r, unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+// The same, each matrix transposed on the way: rows of B (k) become the fragment's columns.
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned* r, unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+__device__ __forceinline__ void mma16816(float* d, const unsigned* a, const unsigned* b, __half) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void mma16816(float* d, const unsigned* a, const unsigned* b, __nv_bfloat16) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Two neighbouring outputs of a row; the pair is 8-byte aligned when N is even.
+__device__ __forceinline__ void store2(float* p, float x, float y, bool both) {
+    if (both) *reinterpret_cast<float2*>(p) = make_float2(x, y); else p[0] = x;
+}
+__device__ __forceinline__ void store2(__half* p, float x, float y, bool both) {
+    if (both) *reinterpret_cast<__half2*>(p) = __floats2half2_rn(x, y); else p[0] = __float2half_rn(x);
+}
+__device__ __forceinline__ void store2(__nv_bfloat16* p, float x, float y, bool both) {
+    if (both) *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y); else p[0] = __float2bfloat16_rn(x);
+}
+
+// C (M x N, OutT) = A (M x K) @ B (K x N), T = __half or __nv_bfloat16, all row-major, sums in
+// float32; K and N multiples of 8. A block computes a BM x BN tile of C with (BM/WM) x (BN/WN)
+// warps, each a WM x WN part of it as (WM/16) x (WN/8) mma.sync tiles of 16 x 8. Tiles of A
+// (BM x BK) and B (BK x BN) reach shared memory through a ring of STAGES buffers filled by
+// cp.async; rows are padded by PAD elements so that ldmatrix's 8 rows hit 8 different banks.
+template <typename T, typename OutT, int BM, int BN, int BK, int WM, int WN, int STAGES, int PAD>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
+tc_gemm(const T* __restrict__ A, const T* __restrict__ B, OutT* __restrict__ C, int M, int N, int K) {
+    constexpr int WARPS_N = BN / WN;
+    constexpr int THREADS = (BM / WM) * WARPS_N * 32;
+    constexpr int MI = WM / 16, NI = WN / 8, KSTEPS = BK / 16;
+    constexpr int AS = BK + PAD, BS = BN + PAD;            // row strides in shared memory
+    constexpr int A_TILE = BM * AS, B_TILE = BK * BS;       // elements per stage
+    constexpr int A_CHUNKS = BM * BK / 8, B_CHUNKS = BK * BN / 8;
+    static_assert(A_CHUNKS % THREADS == 0 && B_CHUNKS % THREADS == 0, "copies must divide evenly");
+    static_assert(NI % 2 == 0 && BK % 16 == 0 && STAGES >= 2, "tile shape");
+    extern __shared__ __align__(16) unsigned char smem[];
+    T* As = reinterpret_cast<T*>(smem);
+    T* Bs = As + STAGES * A_TILE;
+
+    // Grouped order: consecutive blocks walk down 8 tile rows before moving one tile column right,
+    // so the blocks running together share tiles of A and of B in the L2 cache.
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int per_group = 8 * tiles_n;
+    const int first_m = (blockIdx.x / per_group) * 8;
+    const int group_rows = min(tiles_m - first_m, 8);
+    const int tile_m = first_m + (blockIdx.x % per_group) % group_rows;
+    const int tile_n = (blockIdx.x % per_group) / group_rows;
+    const int row0 = tile_m * BM, col0 = tile_n * BN;
+
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;
+    const int KT = (K + BK - 1) / BK;
+
+    // Queue the copies of the k-tile kt into stage s (no wait: they complete in the background).
+    auto load_tile = [&](int s, int kt) {
+        const int k0 = kt * BK;
+        T* as = As + s * A_TILE;
+        T* bs = Bs + s * B_TILE;
+#pragma unroll
+        for (int i = 0; i < A_CHUNKS / THREADS; ++i) {
+            const int c = tid + i * THREADS;
+            const int r = c / (BK / 8), kc = (c % (BK / 8)) * 8;
+            const bool ok = row0 + r < M && k0 + kc < K;
+            cp_async16(smem_addr(as + r * AS + kc), ok ? A + (size_t)(row0 + r) * K + k0 + kc : A, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < B_CHUNKS / THREADS; ++i) {
+            const int c = tid + i * THREADS;
+            const int r = c / (BN / 8), nc = (c % (BN / 8)) * 8;
+            const bool ok = k0 + r < K && col0 + nc < N;
+            cp_async16(smem_addr(bs + r * BS + nc), ok ? B + (size_t)(k0 + r) * N + col0 + nc : B, ok);
+        }
+    };
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+    // Fill all stages but one; one commit group per k-tile, empty past the end of K.
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_tile(s, s);
+        cp_async_commit();
+    }
+
+    unsigned a[2][MI][4], b[2][NI][2];   // fragments, double-buffered across the k-steps
+    for (int kt = 0; kt < KT; ++kt) {
+        cp_async_wait<STAGES - 2>();     // this thread's copies of k-tile kt have landed ...
+        __syncthreads();                 // ... and everyone's; the stage read at kt - 1 is free
+        const int next = kt + STAGES - 1;
+        if (next < KT) load_tile(next % STAGES, next);
+        cp_async_commit();
+
+        const T* as = As + (kt % STAGES) * A_TILE;
+        const T* bs = Bs + (kt % STAGES) * B_TILE;
+        auto load_frags = [&](int buf, int kk) {
+#pragma unroll
+            for (int i = 0; i < MI; ++i)
+                ldmatrix_x4(a[buf][i], smem_addr(as + (wm0 + i * 16 + lane % 16) * AS + kk + (lane / 16) * 8));
+#pragma unroll
+            for (int j = 0; j < NI; j += 2) {
+                unsigned r[4];
+                const int q = lane / 8;
+                ldmatrix_x4_trans(r, smem_addr(bs + (kk + (q & 1) * 8 + lane % 8) * BS + wn0 + j * 8 + (q >> 1) * 8));
+                b[buf][j][0] = r[0]; b[buf][j][1] = r[1];
+                b[buf][j + 1][0] = r[2]; b[buf][j + 1][1] = r[3];
+            }
+        };
+        load_frags(0, 0);
+#pragma unroll
+        for (int ks = 0; ks < KSTEPS; ++ks) {
+            if (ks + 1 < KSTEPS) load_frags((ks + 1) & 1, (ks + 1) * 16);   // next step's, early
+#pragma unroll
+            for (int i = 0; i < MI; ++i)
+#pragma unroll
+                for (int j = 0; j < NI; ++j) mma16816(acc[i][j], a[ks & 1][i], b[ks & 1][j], T());
+        }
+    }
+    cp_async_wait<0>();
+
+    // Accumulator layout: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of each tile.
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+#pragma unroll
+        for (int j = 0; j < NI; ++j) {
+            const int r = row0 + wm0 + i * 16 + g, c = col0 + wn0 + j * 8 + 2 * t;
+            if (c < N) {
+                if (r < M) store2(C + (size_t)r * N + c, acc[i][j][0], acc[i][j][1], c + 1 < N);
+                if (r + 8 < M) store2(C + (size_t)(r + 8) * N + c, acc[i][j][2], acc[i][j][3], c + 1 < N);
+            }
+        }
+    }
+}
+"""
+
+C_TYPES = {"float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float"}
+
+
+@dataclass(frozen=True)
+class Config:
+    """A tile shape of ``tc_gemm``: block tile bm x bn, k-tile bk, warp tile wm x wn, stages."""
+
+    bm: int
+    bn: int
+    bk: int
+    wm: int
+    wn: int
+    stages: int
+    pad: int = 8  # elements added to each shared-memory row; 0 gives ldmatrix bank conflicts
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.wm) * (self.bn // self.wn) * 32
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory of one block: every stage of the A and B tiles (2-byte elements)."""
+        return 2 * self.stages * (self.bm * (self.bk + self.pad) + self.bk * (self.bn + self.pad))
+
+    @property
+    def label(self) -> str:
+        return (f"{self.bm}x{self.bn}, {self.threads // 32} warps, BK {self.bk}, {self.stages} stages"
+                + ("" if self.pad else ", no padding"))
+
+    def name(self, dtype: str = "bfloat16", out: str = "float32") -> str:
+        """The kernel's C++ name for these template arguments (NVRTC's name expression)."""
+        return (f"tc_gemm<{C_TYPES[dtype]}, {C_TYPES[out]}, {self.bm}, {self.bn}, {self.bk}, "
+                f"{self.wm}, {self.wn}, {self.stages}, {self.pad}>")
+
+    def instantiation(self, dtype: str = "bfloat16", out: str = "float32") -> str:
+        """An explicit instantiation, so that nvcc compiles this variant from ``GEMM_SOURCE``."""
+        t, o = C_TYPES[dtype], C_TYPES[out]
+        return f"template __global__ void {self.name(dtype, out)}(const {t}*, const {t}*, {o}*, int, int, int);\n"
+
+
+# Largest first: the first that fits the device is the fastest that runs there.
+CONFIGS = {
+    "large": Config(bm=128, bn=256, bk=64, wm=64, wn=64, stages=3),   # 8 warps, 153 KiB
+    "medium": Config(bm=128, bn=128, bk=32, wm=64, wn=64, stages=5),  # 4 warps, 92.5 KiB
+}
+# The lab's reference: the medium tile with plain double buffering (37 KiB: no opt-in needed).
+LAB_CONFIG = Config(bm=128, bn=128, bk=32, wm=64, wn=64, stages=2)
+# The chapter's steps, each one change from the one before.
+STEP_CONFIGS = {
+    "mma.sync, 2 stages, no padding": Config(128, 128, 32, 64, 64, 2, pad=0),
+    "+ padded rows": LAB_CONFIG,
+    "+ 5 stages": CONFIGS["medium"],
+    "+ 128x256 tile, 8 warps, BK 64": CONFIGS["large"],
+}
+
+
+def fits(config: Config, max_shared_bytes: int) -> bool:
+    return config.shared_bytes <= max_shared_bytes
+
+
+def pick_config(max_shared_bytes: int | None = None) -> Config:
+    """The first (fastest) of ``CONFIGS`` whose shared memory fits the device's per-block limit
+    (with the opt-in); ``max_shared_bytes`` None asks the current GPU."""
+    if max_shared_bytes is None:
+        max_shared_bytes = device_limits()["max_shared_bytes"]
+    for config in CONFIGS.values():
+        if fits(config, max_shared_bytes):
+            return config
+    return LAB_CONFIG  # 37 KiB fits every GPU with mma.sync
+
+
+# --------------------------------------------------------------------------- compiling
+def device_limits() -> dict:
+    """Compute capability (as 90 for 9.0) and the opt-in shared memory per block of the current GPU."""
+    import cupy as cp
+
+    return _limits(cp.cuda.Device().id)
+
+
+@lru_cache(maxsize=None)
+def _limits(device_id: int) -> dict:  # asked once per device: a launch should not query the driver
+    import cupy as cp
+
+    dev = cp.cuda.Device(device_id)
+    return {"cc": int(dev.compute_capability),
+            "max_shared_bytes": int(dev.attributes["MaxSharedMemoryPerBlockOptin"])}
+
+
+def nvrtc_options(cc: int | None = None) -> tuple[str, ...]:
+    """NVRTC's options: C++17, and machine code for this GPU's architecture (sm_90 for 9.0)."""
+    cc = device_limits()["cc"] if cc is None else cc
+    return ("-std=c++17", f"--gpu-architecture=sm_{cc}")
+
+
+@lru_cache(maxsize=None)
+def _module(source: str, names: tuple[str, ...] = ()):
+    import cupy as cp
+
+    return cp.RawModule(code=source, options=nvrtc_options(), name_expressions=names or None)
+
+
+@lru_cache(maxsize=None)
+def _gemm_kernel(config: Config, dtype: str, out: str):
+    name = config.name(dtype, out)
+    kernel = _module(GEMM_SOURCE, (name,)).get_function(name)
+    if config.shared_bytes > 48 * 1024:  # past 48 KiB a kernel must opt in to more
+        kernel.max_dynamic_shared_size_bytes = config.shared_bytes
+    return kernel
+
+
+def _check_shapes(M: int, N: int, K: int) -> None:
+    if K % ALIGN or N % ALIGN:
+        raise ValueError(f"K and N must be multiples of {ALIGN} (got K = {K}, N = {N})")
+
+
+def launch_gemm(config: Config, dtype: str, out: str, a_ptr: int, b_ptr: int, c_ptr: int,
+                M: int, N: int, K: int, stream=None) -> None:
+    """Launch ``tc_gemm`` on raw device pointers: the one place the grid and shared memory are set."""
+    _check_shapes(M, N, K)
+    kernel = _gemm_kernel(config, dtype, out)
+    blocks = -(-M // config.bm) * -(-N // config.bn)
+    args = (np.uint64(a_ptr), np.uint64(b_ptr), np.uint64(c_ptr), np.int32(M), np.int32(N), np.int32(K))
+    if stream is None:
+        kernel((blocks,), (config.threads,), args, shared_mem=config.shared_bytes)
+    else:
+        with stream:
+            kernel((blocks,), (config.threads,), args, shared_mem=config.shared_bytes)
+
+
+# --------------------------------------------------------------------------- launchers (CuPy)
+def mma_tile(A, B, D, owner) -> None:
+    """D = A @ B for one 16 x 16 x 8 tile with one mma.sync (CuPy arrays; A, B float16)."""
+    name = MMA_TILE_NAMES["float16"]
+    _module(MMA_TILE_SOURCE, tuple(MMA_TILE_NAMES.values())).get_function(name)((1,), (32,), (A, B, D, owner))
+
+
+def wmma_gemm(A, B, C) -> None:
+    """C = A @ B with WMMA: A (M x K), B (K x N) float16 CuPy arrays, C float32 (M x N)."""
+    M, K = A.shape
+    N = B.shape[1]
+    _check_shapes(M, N, K)
+    kernel = _module(WMMA_SOURCE).get_function("wmma_gemm")
+    kernel((-(-N // WMMA_BN), -(-M // WMMA_BM)), (WMMA_THREADS,),
+           (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
+
+
+def mma_gemm(A, B, C, config: Config | None = None) -> None:
+    """C = A @ B with ``tc_gemm``: A (M x K), B (K x N) float16 CuPy arrays, C float32 (M x N).
+    ``config`` None: the lab's reference tile (``LAB_CONFIG``)."""
+    M, K = A.shape
+    N = B.shape[1]
+    launch_gemm(config or LAB_CONFIG, "float16", "float32", A.data.ptr, B.data.ptr, C.data.ptr, M, N, K)
+
+
+def best_mma_gemm(A, B, C) -> None:
+    """``mma_gemm`` with the fastest tile that fits this GPU (``pick_config``)."""
+    mma_gemm(A, B, C, pick_config())
+
+
+# --------------------------------------------------------------------------- launchers (torch)
+def _torch_stream():
+    """torch's current stream as a CuPy stream, so the kernel runs in order with torch's work."""
+    import warnings
+
+    import cupy as cp
+    import torch
+
+    stream = torch.cuda.current_stream()
+    try:
+        return cp.cuda.Stream.from_external(stream)  # CuPy 14: any object with __cuda_stream__
+    except (AttributeError, TypeError, ValueError):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return cp.cuda.ExternalStream(stream.cuda_stream)
+
+
+TORCH_TYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32"}
+
+
+def gemm_torch(a, b, c, config: Config | None = None) -> None:
+    """c = a @ b on torch CUDA tensors with the reference mma.sync kernel, on torch's current stream.
+
+    a (M x K) and b (K x N): bfloat16 or float16, contiguous, the same type; c (M x N), contiguous:
+    float32, or the inputs' type (rounded once, at the end, as ``torch.matmul`` on bfloat16 does).
+    ``config`` None: the fastest tile that fits the GPU (``pick_config``).
+    """
+    dtype, out = TORCH_TYPES.get(str(a.dtype)), TORCH_TYPES.get(str(c.dtype))
+    if dtype not in ("float16", "bfloat16") or b.dtype != a.dtype or out not in ("float32", dtype):
+        raise TypeError(f"a and b must be both bfloat16 or both float16, and c float32 or their type "
+                        f"(got {a.dtype}, {b.dtype}, {c.dtype})")
+    if not (a.is_contiguous() and b.is_contiguous() and c.is_contiguous()):
+        raise ValueError("a, b and c must be contiguous (row-major)")
+    M, K = a.shape
+    N = b.shape[1]
+    if b.shape[0] != K or tuple(c.shape) != (M, N):
+        raise ValueError(f"shapes do not match: {tuple(a.shape)} @ {tuple(b.shape)} -> {tuple(c.shape)}")
+    _check_shapes(M, N, K)
+    launch_gemm(config or pick_config(), dtype, out, a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, _torch_stream())
+
+
+# --------------------------------------------------------------------------- building with nvcc
+MMA_TILE_INSTANTIATIONS = "".join(
+    f"template __global__ void {name}(const {t}*, const {t}*, float*, int*);\n"
+    for name, t in ((MMA_TILE_NAMES["float16"], "__half"), (MMA_TILE_NAMES["bfloat16"], "__nv_bfloat16")))
+
+
+def gemm_source_for(configs, types=(("bfloat16", "bfloat16"), ("bfloat16", "float32"), ("float16", "float32"))) -> str:
+    """``GEMM_SOURCE`` with explicit instantiations of ``configs`` for each (input, output) type, so
+    that nvcc, which compiles only what is instantiated, builds each variant."""
+    lines = dict.fromkeys(c.instantiation(d, o) for c in configs for d, o in types)  # each once, in order
+    return GEMM_SOURCE + "".join(lines)
+
+
+def nvcc_compile(source: str, arch: str, timeout: float = 300) -> tuple[bool, str]:
+    """Compile ``source`` with nvcc for ``arch`` (e.g. "sm_90") to an object file in a temporary folder,
+    with ptxas's report of registers and spills. Returns (success, report); needs nvcc, not a GPU."""
+    import tempfile
+    from pathlib import Path
+
+    from .cuda_tools import find, missing, run
+
+    nvcc = find("nvcc")
+    if nvcc is None:
+        return False, missing("nvcc")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "kernel.cu"
+        src.write_text(source)
+        rc, out = run([nvcc, "-std=c++17", f"-arch={arch}", "-Xptxas", "-v", "-c", src, "-o", Path(tmp) / "kernel.o"],
+                      timeout=timeout)
+    return rc == 0, out
