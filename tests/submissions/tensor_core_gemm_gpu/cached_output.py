@@ -1,6 +1,7 @@
 # The lab's own kernel, run once per set of large buffers; later calls on the same buffers replay
-# the saved answer with a copy, as a benchmark that reuses its inputs would allow. The grader
-# refreshes the inputs of every timed call, so the replayed answer must be caught as wrong.
+# the saved answer with a copy, as a benchmark that reuses its inputs would allow. Up to four sets
+# of buffers are remembered (a timing loop may rotate through a few). The grader refreshes the
+# inputs of every timed call, so the replayed answer must be caught as wrong.
 import numpy as np
 import cupy
 
@@ -110,14 +111,14 @@ mma_gemm_kernel(const half* __restrict__ A, const half* __restrict__ B, float* _
         }
 }
 
-// Room for one saved answer of up to 4096 x 4096 floats, allocated when the module loads.
-__device__ float saved[1 << 24];
+// Room for four saved answers of up to 4096 x 4096 floats, allocated when the module loads.
+__device__ float saved[4][1 << 24];
 
-// save: saved <- C; replay: C <- saved (n floats).
-extern "C" __global__ void copy_floats(float* C, long long n, int replay) {
+// save: saved[slot] <- C; replay: C <- saved[slot] (n floats).
+extern "C" __global__ void copy_floats(float* C, long long n, int replay, int slot) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i < n) {
-        if (replay) C[i] = saved[i]; else saved[i] = C[i];
+        if (replay) C[i] = saved[slot][i]; else saved[slot][i] = C[i];
     }
 }
 """
@@ -136,7 +137,7 @@ def _gemm(A, B, C, M, N, K):
                             (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
 
 
-_cache = {}
+_slots = {}  # (A, B, C addresses) -> the slot of the saved answer, oldest first
 
 
 def mma_gemm(A, B, C):
@@ -146,10 +147,14 @@ def mma_gemm(A, B, C):
         _gemm(A, B, C, M, N, K)
         return
     key = (A.data.ptr, B.data.ptr, C.data.ptr)
-    if key not in _cache:
-        _gemm(A, B, C, M, N, K)
-        _get("copy_floats")(((M * N + 255) // 256,), (256,), (C, np.int64(M * N), np.int32(0)))
-        _cache.clear()  # one saved answer: the buffer holds the latest
-        _cache[key] = True
+    grid = ((M * N + 255) // 256,)
+    if key in _slots:
+        _get("copy_floats")(grid, (256,), (C, np.int64(M * N), np.int32(1), np.int32(_slots[key])))
+        return
+    _gemm(A, B, C, M, N, K)
+    if len(_slots) == 4:  # forget the oldest
+        slot = _slots.pop(next(iter(_slots)))
     else:
-        _get("copy_floats")(((M * N + 255) // 256,), (256,), (C, np.int64(M * N), np.int32(1)))
+        slot = len(_slots)
+    _get("copy_floats")(grid, (256,), (C, np.int64(M * N), np.int32(0), np.int32(slot)))
+    _slots[key] = slot
