@@ -9,8 +9,8 @@ Three CUDA C sources, compiled at run time by CuPy (NVRTC) for the GPU in hand:
   includes), float16 in, float32 out; it runs from compute capability 7.0 (a T4 is 7.5).
   ``WMMA_API_SOURCE`` is one tile with the C++ API ``nvcuda::wmma``, compiled with nvcc only.
 - ``GEMM_SOURCE``: the reference GEMM, ``mma.sync`` through inline PTX, fed by ``cp.async``
-  copies into a ring of shared-memory stages, ``ldmatrix`` loads from padded tiles, and
-  fragments double-buffered in registers. A C++ template over the element type (float16 or
+  copies into a ring of shared-memory stages, ``ldmatrix`` loads from padded or XOR-swizzled
+  tiles, fragments double-buffered in registers, one barrier per k-tile. A C++ template over the element type (float16 or
   bfloat16), the output type and the tile shape (``Config``); it needs compute capability 8.0.
 
 Contract of every GEMM here: A is M x K and B is K x N, both row-major; C = A @ B is M x N,
@@ -279,25 +279,49 @@ __device__ __forceinline__ void store2(__nv_bfloat16* p, float x, float y, bool 
     if (both) *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y); else p[0] = __float2bfloat16_rn(x);
 }
 
+// Byte offset, inside one tile in shared memory, of the 16-byte chunk c (8 elements) of row r, for
+// a tile whose rows hold CPR chunks. Two layouts keep ldmatrix's 8 rows (same c, rows r..r+7) and
+// cp.async's 16-byte stores in 8 different groups of 4 banks:
+// - padded: every row is PAD elements longer than its data (memory lost: PAD / row length);
+// - swizzled (XOR): rows are unpadded, and chunk c of row r is stored at place c ^ (r mod 8) of its
+//   128-byte line (rows of 64 bytes share a line in pairs, so there r / 2 picks the mask).
+template <int CPR, int PAD, bool SWIZZLE>
+__device__ __forceinline__ unsigned tile_offset(int r, int c) {
+    if constexpr (SWIZZLE) {
+        static_assert(CPR == 4 || CPR % 8 == 0, "the swizzle needs rows of 64 bytes or multiples of 128");
+        constexpr int SHIFT = CPR == 4 ? 1 : 0;   // rows sharing one 128-byte line share one mask
+        constexpr int MASK = CPR == 4 ? 3 : 7;
+        return (unsigned)(r * CPR * 16 + ((c ^ ((r >> SHIFT) & MASK)) * 16));
+    } else {
+        return (unsigned)(r * (CPR * 8 + PAD) * 2 + c * 16);
+    }
+}
+
 // C (M x N, OutT) = A (M x K) @ B (K x N), T = __half or __nv_bfloat16, all row-major, sums in
 // float32; K and N multiples of 8. A block computes a BM x BN tile of C with (BM/WM) x (BN/WN)
 // warps, each a WM x WN part of it as (WM/16) x (WN/8) mma.sync tiles of 16 x 8. Tiles of A
 // (BM x BK) and B (BK x BN) reach shared memory through a ring of STAGES buffers filled by
-// cp.async; rows are padded by PAD elements so that ldmatrix's 8 rows hit 8 different banks.
-template <typename T, typename OutT, int BM, int BN, int BK, int WM, int WN, int STAGES, int PAD>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
+// cp.async; rows are padded by PAD elements, or XOR-swizzled (SWIZZLE, PAD 0), so that ldmatrix's
+// 8 rows hit 8 different groups of banks.
+template <typename T, typename OutT, int BM, int BN, int BK, int WM, int WN, int STAGES, int PAD,
+          bool SWIZZLE = false>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, 1)   // 1 block per SM suffices: 255 registers
 tc_gemm(const T* __restrict__ A, const T* __restrict__ B, OutT* __restrict__ C, int M, int N, int K) {
     constexpr int WARPS_N = BN / WN;
     constexpr int THREADS = (BM / WM) * WARPS_N * 32;
     constexpr int MI = WM / 16, NI = WN / 8, KSTEPS = BK / 16;
-    constexpr int AS = BK + PAD, BS = BN + PAD;            // row strides in shared memory
-    constexpr int A_TILE = BM * AS, B_TILE = BK * BS;       // elements per stage
-    constexpr int A_CHUNKS = BM * BK / 8, B_CHUNKS = BK * BN / 8;
-    static_assert(A_CHUNKS % THREADS == 0 && B_CHUNKS % THREADS == 0, "copies must divide evenly");
-    static_assert(NI % 2 == 0 && BK % 16 == 0 && STAGES >= 2, "tile shape");
-    extern __shared__ __align__(16) unsigned char smem[];
-    T* As = reinterpret_cast<T*>(smem);
-    T* Bs = As + STAGES * A_TILE;
+    constexpr int A_CPR = BK / 8, B_CPR = BN / 8;                     // 16-byte chunks per row
+    constexpr int A_ROW = (BK + PAD) * 2, B_ROW = (BN + PAD) * 2;     // bytes per row in shared memory
+    constexpr int A_BYTES = BM * A_ROW, STAGE_BYTES = A_BYTES + BK * B_ROW;   // a stage: A's tile, then B's
+    // Copies: each thread moves the same chunk column of rows tid / CPR, + RPP, + 2 RPP, ...
+    constexpr int A_RPP = THREADS / A_CPR, B_RPP = THREADS / B_CPR;   // rows per pass of all threads
+    constexpr int A_COPIES = BM / A_RPP, B_COPIES = BK / B_RPP;       // 16-byte copies per thread
+    static_assert(THREADS % A_CPR == 0 && THREADS % B_CPR == 0 && BM % A_RPP == 0 && BK % B_RPP == 0,
+                  "copies must divide evenly");
+    static_assert(!SWIZZLE || (PAD == 0 && A_RPP % 8 == 0 && B_RPP % 8 == 0), "swizzle: no padding, passes of 8 rows");
+    static_assert(NI % 2 == 0 && BK % 16 == 0 && BK >= 32 && STAGES >= 2, "tile shape: 2 k-steps or more");
+    extern __shared__ __align__(128) unsigned char smem[];
+    const unsigned smem0 = smem_addr(smem);
 
     // Grouped order: consecutive blocks walk down 8 tile rows before moving one tile column right,
     // so the blocks running together share tiles of A and of B in the L2 cache.
@@ -313,24 +337,64 @@ tc_gemm(const T* __restrict__ A, const T* __restrict__ B, OutT* __restrict__ C, 
     const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;
     const int KT = (K + BK - 1) / BK;
 
-    // Queue the copies of the k-tile kt into stage s (no wait: they complete in the background).
-    auto load_tile = [&](int s, int kt) {
-        const int k0 = kt * BK;
-        T* as = As + s * A_TILE;
-        T* bs = Bs + s * B_TILE;
+    // Everything about the copies that does not change along k is computed once, here: the source
+    // pointers (moved by a constant per k-tile), the destinations (the same in every stage, the
+    // passes a constant apart) and which rows of A and columns of B lie inside the matrices.
+    const int a_r = tid / A_CPR, a_c = tid % A_CPR, b_r = tid / B_CPR, b_c = tid % B_CPR;
+    const T* a_src = A + (size_t)(row0 + a_r) * K + a_c * 8;
+    const T* b_src = B + (size_t)b_r * N + col0 + b_c * 8;
+    const size_t a_pass = (size_t)A_RPP * K, b_pass = (size_t)B_RPP * N;
+    const unsigned a_dst = tile_offset<A_CPR, PAD, SWIZZLE>(a_r, a_c);
+    const unsigned b_dst = A_BYTES + tile_offset<B_CPR, PAD, SWIZZLE>(b_r, b_c);
+    unsigned a_rows_ok = 0;
 #pragma unroll
-        for (int i = 0; i < A_CHUNKS / THREADS; ++i) {
-            const int c = tid + i * THREADS;
-            const int r = c / (BK / 8), kc = (c % (BK / 8)) * 8;
-            const bool ok = row0 + r < M && k0 + kc < K;
-            cp_async16(smem_addr(as + r * AS + kc), ok ? A + (size_t)(row0 + r) * K + k0 + kc : A, ok);
+    for (int p = 0; p < A_COPIES; ++p) a_rows_ok |= (unsigned)(row0 + a_r + p * A_RPP < M) << p;
+    const bool b_col_ok = col0 + b_c * 8 < N;
+
+    // Queue the copies of A's (then B's) part of the k-tile at k0 into the stage at byte offset
+    // stage (no wait: they complete in the background), then step the source one k-tile on.
+    auto load_a = [&](unsigned stage, int k0) {
+        const bool k_ok = k0 + a_c * 8 < K;
+#pragma unroll
+        for (int p = 0; p < A_COPIES; ++p) {
+            const bool ok = k_ok && (a_rows_ok >> p & 1);
+            cp_async16(smem0 + stage + a_dst + p * A_RPP * A_ROW, ok ? a_src + p * a_pass : A, ok);
         }
+        a_src += BK;
+    };
+    auto load_b = [&](unsigned stage, int k0) {
 #pragma unroll
-        for (int i = 0; i < B_CHUNKS / THREADS; ++i) {
-            const int c = tid + i * THREADS;
-            const int r = c / (BN / 8), nc = (c % (BN / 8)) * 8;
-            const bool ok = k0 + r < K && col0 + nc < N;
-            cp_async16(smem_addr(bs + r * BS + nc), ok ? B + (size_t)(k0 + r) * N + col0 + nc : B, ok);
+        for (int p = 0; p < B_COPIES; ++p) {
+            const bool ok = b_col_ok && k0 + b_r + p * B_RPP < K;
+            cp_async16(smem0 + stage + b_dst + p * B_RPP * B_ROW, ok ? b_src + p * b_pass : B, ok);
+        }
+        b_src += (size_t)BK * N;
+    };
+
+    // The lanes' ldmatrix addresses inside a stage, also computed once. A (x4): lanes 0-15 give
+    // rows 0-15 of a 16 x 16 fragment at its first 8 columns, lanes 16-31 at the next 8; the
+    // fragments i of the warp are 16 rows apart. B (x4.trans): lanes 8q..8q+7 give rows k of
+    // matrix q, q = 0..3: k 0-7 and 8-15 of columns n..n+7, then of n+8..n+15 (two fragments j, j+1).
+    // Moving 16 rows down keeps the swizzle's mask, so only the chunk (column) needs a table.
+    unsigned a_ld[KSTEPS], b_ld[NI / 2];
+#pragma unroll
+    for (int ks = 0; ks < KSTEPS; ++ks)
+        a_ld[ks] = tile_offset<A_CPR, PAD, SWIZZLE>(wm0 + lane % 16, ks * 2 + lane / 16);
+#pragma unroll
+    for (int j = 0; j < NI / 2; ++j)
+        b_ld[j] = A_BYTES + tile_offset<B_CPR, PAD, SWIZZLE>(lane % 8 + (lane / 8 % 2) * 8, wn0 / 8 + 2 * j + lane / 16);
+
+    unsigned a[2][MI][4], b[2][NI][2];   // fragments, double-buffered across the k-steps
+    auto load_frags = [&](int buf, unsigned stage, int ks) {
+        const unsigned base = smem0 + stage;
+#pragma unroll
+        for (int i = 0; i < MI; ++i) ldmatrix_x4(a[buf][i], base + a_ld[ks] + i * 16 * A_ROW);
+#pragma unroll
+        for (int j = 0; j < NI; j += 2) {
+            unsigned r[4];
+            ldmatrix_x4_trans(r, base + b_ld[j / 2] + ks * 16 * B_ROW);
+            b[buf][j][0] = r[0]; b[buf][j][1] = r[1];
+            b[buf][j + 1][0] = r[2]; b[buf][j + 1][1] = r[3];
         }
     };
 
@@ -345,41 +409,46 @@ tc_gemm(const T* __restrict__ A, const T* __restrict__ B, OutT* __restrict__ C, 
     // Fill all stages but one; one commit group per k-tile, empty past the end of K.
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT) load_tile(s, s);
+        if (s < KT) { load_a(s * STAGE_BYTES, s * BK); load_b(s * STAGE_BYTES, s * BK); }
         cp_async_commit();
     }
+    cp_async_wait<STAGES - 2>();         // k-tile 0 has landed, for this thread ...
+    __syncthreads();                     // ... and for all
+    unsigned read = 0, write = (STAGES - 1) * STAGE_BYTES;   // the stages of k-tiles kt and kt + STAGES - 1
+    load_frags(0, read, 0);
 
-    unsigned a[2][MI][4], b[2][NI][2];   // fragments, double-buffered across the k-steps
+    // One barrier per k-tile, placed before the last k-step's maths: by then the warp has loaded
+    // the last fragments of tile kt, so it can wait for tile kt + 1, load that tile's first
+    // fragments, and hide their latency behind the last k-step's mma.sync instead of stalling on
+    // them at the top of the next tile.
+#pragma unroll 1
     for (int kt = 0; kt < KT; ++kt) {
-        cp_async_wait<STAGES - 2>();     // this thread's copies of k-tile kt have landed ...
-        __syncthreads();                 // ... and everyone's; the stage read at kt - 1 is free
-        const int next = kt + STAGES - 1;
-        if (next < KT) load_tile(next % STAGES, next);
-        cp_async_commit();
-
-        const T* as = As + (kt % STAGES) * A_TILE;
-        const T* bs = Bs + (kt % STAGES) * B_TILE;
-        auto load_frags = [&](int buf, int kk) {
-#pragma unroll
-            for (int i = 0; i < MI; ++i)
-                ldmatrix_x4(a[buf][i], smem_addr(as + (wm0 + i * 16 + lane % 16) * AS + kk + (lane / 16) * 8));
-#pragma unroll
-            for (int j = 0; j < NI; j += 2) {
-                unsigned r[4];
-                const int q = lane / 8;
-                ldmatrix_x4_trans(r, smem_addr(bs + (kk + (q & 1) * 8 + lane % 8) * BS + wn0 + j * 8 + (q >> 1) * 8));
-                b[buf][j][0] = r[0]; b[buf][j][1] = r[1];
-                b[buf][j + 1][0] = r[2]; b[buf][j + 1][1] = r[3];
-            }
-        };
-        load_frags(0, 0);
 #pragma unroll
         for (int ks = 0; ks < KSTEPS; ++ks) {
-            if (ks + 1 < KSTEPS) load_frags((ks + 1) & 1, (ks + 1) * 16);   // next step's, early
+            if (ks == KSTEPS - 1) {
+                cp_async_wait<STAGES - 2>();   // this thread's copies of k-tile kt + 1 have landed ...
+                __syncthreads();               // ... and everyone's; and all are done with tile kt - 1
+                read = read + STAGE_BYTES == STAGES * STAGE_BYTES ? 0 : read + STAGE_BYTES;
+            }
+            load_frags((ks + 1) % 2, read, (ks + 1) % KSTEPS);   // the next step's fragments, early
+            // Refill the stage that tile kt - 1 used (free since the last barrier) with tile
+            // kt + STAGES - 1: A's part at the first k-step, B's at the second (with two k-steps, both
+            // at the first), so that the copies' instructions are spread between the mma.sync.
+            constexpr int B_STEP = KSTEPS > 2 ? 1 : 0;   // before the barrier at the last k-step
+            if (ks == 0 && kt + STAGES - 1 < KT) load_a(write, (kt + STAGES - 1) * BK);
+            if (ks == B_STEP) {
+                if (kt + STAGES - 1 < KT) load_b(write, (kt + STAGES - 1) * BK);
+                cp_async_commit();                      // one group per k-tile, empty past the end
+                write = write + STAGE_BYTES == STAGES * STAGE_BYTES ? 0 : write + STAGE_BYTES;
+            }
+            // Serpentine order: consecutive mma.sync share a fragment of A or of B.
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int j = 0; j < NI; ++j) mma16816(acc[i][j], a[ks & 1][i], b[ks & 1][j], T());
+                for (int jj = 0; jj < NI; ++jj) {
+                    const int j = i % 2 ? NI - 1 - jj : jj;
+                    mma16816(acc[i][j], a[ks % 2][i], b[ks % 2][j], T());
+                }
         }
     }
     cp_async_wait<0>();
@@ -405,7 +474,8 @@ C_TYPES = {"float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float"}
 
 @dataclass(frozen=True)
 class Config:
-    """A tile shape of ``tc_gemm``: block tile bm x bn, k-tile bk, warp tile wm x wn, stages."""
+    """A tile shape of ``tc_gemm``: block tile bm x bn, k-tile bk, warp tile wm x wn, stages, and the
+    shared-memory layout: rows padded by ``pad`` elements, or XOR-swizzled (``swizzle``, pad 0)."""
 
     bm: int
     bn: int
@@ -414,6 +484,11 @@ class Config:
     wn: int
     stages: int
     pad: int = 8  # elements added to each shared-memory row; 0 gives ldmatrix bank conflicts
+    swizzle: bool = False  # unpadded rows, 16-byte chunks permuted by XOR: no conflicts, no memory lost
+
+    def __post_init__(self):
+        if self.swizzle and self.pad:
+            raise ValueError("a swizzled layout has no padding")
 
     @property
     def threads(self) -> int:
@@ -426,13 +501,13 @@ class Config:
 
     @property
     def label(self) -> str:
-        return (f"{self.bm}x{self.bn}, {self.threads // 32} warps, BK {self.bk}, {self.stages} stages"
-                + ("" if self.pad else ", no padding"))
+        layout = ", swizzled" if self.swizzle else "" if self.pad else ", no padding"
+        return f"{self.bm}x{self.bn}, {self.threads // 32} warps, BK {self.bk}, {self.stages} stages{layout}"
 
     def name(self, dtype: str = "bfloat16", out: str = "float32") -> str:
         """The kernel's C++ name for these template arguments (NVRTC's name expression)."""
         return (f"tc_gemm<{C_TYPES[dtype]}, {C_TYPES[out]}, {self.bm}, {self.bn}, {self.bk}, "
-                f"{self.wm}, {self.wn}, {self.stages}, {self.pad}>")
+                f"{self.wm}, {self.wn}, {self.stages}, {self.pad}" + (", true>" if self.swizzle else ">"))
 
     def instantiation(self, dtype: str = "bfloat16", out: str = "float32") -> str:
         """An explicit instantiation, so that nvcc compiles this variant from ``GEMM_SOURCE``."""
@@ -440,10 +515,11 @@ class Config:
         return f"template __global__ void {self.name(dtype, out)}(const {t}*, const {t}*, {o}*, int, int, int);\n"
 
 
-# Largest first: the first that fits the device is the fastest that runs there.
+# Largest first: the first that fits the device is the fastest that runs there. Measured on an H200
+# at 4096^3 (bfloat16 in and out): the large tile 0.59-0.61 of cuBLAS, the medium one about the same.
 CONFIGS = {
-    "large": Config(bm=128, bn=256, bk=64, wm=64, wn=64, stages=3),   # 8 warps, 153 KiB
-    "medium": Config(bm=128, bn=128, bk=32, wm=64, wn=64, stages=5),  # 4 warps, 92.5 KiB
+    "large": Config(bm=128, bn=256, bk=64, wm=64, wn=64, stages=3, pad=0, swizzle=True),   # 8 warps, 144 KiB
+    "medium": Config(bm=128, bn=128, bk=64, wm=64, wn=64, stages=3, pad=0, swizzle=True),  # 4 warps, 96 KiB
 }
 # The lab's reference: the medium tile with plain double buffering (37 KiB: no opt-in needed).
 LAB_CONFIG = Config(bm=128, bn=128, bk=32, wm=64, wn=64, stages=2)
@@ -451,8 +527,9 @@ LAB_CONFIG = Config(bm=128, bn=128, bk=32, wm=64, wn=64, stages=2)
 STEP_CONFIGS = {
     "mma.sync, 2 stages, no padding": Config(128, 128, 32, 64, 64, 2, pad=0),
     "+ padded rows": LAB_CONFIG,
-    "+ 5 stages": CONFIGS["medium"],
-    "+ 128x256 tile, 8 warps, BK 64": CONFIGS["large"],
+    "+ 5 stages": Config(128, 128, 32, 64, 64, 5),
+    "+ 128x256 tile, 8 warps, BK 64": Config(128, 256, 64, 64, 64, 3),
+    "+ swizzled rows instead of padded": CONFIGS["large"],
 }
 
 

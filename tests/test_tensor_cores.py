@@ -102,8 +102,8 @@ def test_config_tiles_divide_evenly(label):
 
 @pytest.mark.parametrize("limit, expected", [
     (227 * 1024, tc.CONFIGS["large"]),     # H100, H200: the 128 x 256 tile fits
-    (163 * 1024, tc.CONFIGS["large"]),     # A100: 153 KiB fits 163
-    (99 * 1024, tc.CONFIGS["medium"]),     # L4 and other 8.6 / 8.9 GPUs
+    (163 * 1024, tc.CONFIGS["large"]),     # A100: 144 KiB fits 163
+    (99 * 1024, tc.CONFIGS["medium"]),     # L4 and other 8.6 / 8.9 GPUs: 96 KiB fits 99
     (64 * 1024, tc.LAB_CONFIG),            # nothing in the table fits: the 37 KiB double buffer
 ])
 def test_pick_config_takes_the_first_that_fits(limit, expected):
@@ -130,7 +130,8 @@ def test_fragment_owners_follow_the_ptx_layout():
 
 def test_config_names_are_the_template_arguments():
     c = tc.CONFIGS["large"]
-    assert c.name("bfloat16", "float32") == "tc_gemm<__nv_bfloat16, float, 128, 256, 64, 64, 64, 3, 8>"
+    assert c.name("bfloat16", "float32") == "tc_gemm<__nv_bfloat16, float, 128, 256, 64, 64, 64, 3, 0, true>"
+    assert tc.LAB_CONFIG.name("float16") == "tc_gemm<__half, float, 128, 128, 32, 64, 64, 2, 8>"  # SWIZZLE defaults to false
     assert c.threads == 256 and tc.CONFIGS["medium"].threads == 128
     assert tc.nvrtc_options(90) == ("-std=c++17", "--gpu-architecture=sm_90")
 
