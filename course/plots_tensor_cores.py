@@ -38,14 +38,25 @@ def fragment_layout(owners: dict[str, np.ndarray]):
     return fig
 
 
-def ldmatrix_banks(row_bytes: dict[str, int], rows: int = 8):
-    """For each row stride (label -> bytes), the 16-byte group of banks (0-7 of a 128-byte line)
-    that each of the 8 rows of one ``ldmatrix`` 8 x 8 matrix starts in. Rows that share a group
-    are read one after another (a bank conflict)."""
-    fig, axes = plt.subplots(1, len(row_bytes), figsize=(7.5, 2.9), sharey=True)
+def _bank_group(r: int, stride: int, swizzle: bool, c: int = 0) -> int:
+    """The 16-byte group of banks (0-7) where chunk c of row r starts, rows ``stride`` bytes apart;
+    swizzled as ``tile_offset`` in ``GEMM_SOURCE`` does: chunk c of row r at c XOR (r mod 8), or for
+    64-byte rows, which share a 128-byte line in pairs, at c XOR (r / 2 mod 4)."""
+    if swizzle:
+        shift, mask = (1, 3) if stride == 64 else (0, 7)
+        return (r * stride // 16 + (c ^ ((r >> shift) & mask))) % 8
+    return (r * stride // 16 + c) % 8
+
+
+def ldmatrix_banks(row_bytes: dict[str, int | tuple[int, bool]], rows: int = 8):
+    """For each layout (label -> bytes between rows, or (bytes, swizzled)), the 16-byte group of
+    banks (0-7 of a 128-byte line) that each of the 8 rows of one ``ldmatrix`` 8 x 8 matrix starts
+    in. Rows that share a group are read one after another (a bank conflict)."""
+    fig, axes = plt.subplots(1, len(row_bytes), figsize=(max(7.5, 3.4 * len(row_bytes)), 2.9), sharey=True)
     axes = np.atleast_1d(axes)
-    for ax, (label, stride) in zip(axes, row_bytes.items()):
-        groups = [(r * stride // 16) % 8 for r in range(rows)]
+    for ax, (label, layout) in zip(axes, row_bytes.items()):
+        stride, swizzle = layout if isinstance(layout, tuple) else (layout, False)
+        groups = [_bank_group(r, stride, swizzle) for r in range(rows)]
         load = np.bincount(groups, minlength=8)
         for r, g in enumerate(groups):
             ax.add_patch(plt.Rectangle((g, r), 1, 1, facecolor="tab:red" if load[g] > 1 else "tab:green",

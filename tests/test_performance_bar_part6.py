@@ -104,7 +104,7 @@ def test_bf16_mma_gemm_against_cublas():
     r = time_exercise(ex, course_mma)
     from course import tensor_cores
 
-    print(f"\nmma.sync bf16 GEMM ({tensor_cores.pick_config().name}): {r.ratio:.3f} of cuBLAS bf16 "
+    print(f"\nmma.sync bf16 GEMM ({tensor_cores.pick_config().name()}): {r.ratio:.3f} of cuBLAS bf16 "
           f"({r.median_s * 1e6:.0f} against {r.baseline_median_s * 1e6:.0f} us; "
           f"{2 * SIZE**3 / r.median_s / 1e12:.0f} TFLOP/s)")
     assert r.measured and not r.flags, r
