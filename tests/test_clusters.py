@@ -58,7 +58,7 @@ def _solution_cuda_sources() -> list[str]:
 # --------------------------------------------------------------------------- CUDA C, without a GPU
 @needs_nvcc
 @pytest.mark.parametrize("name", sorted(clusters.SOURCES))
-@pytest.mark.parametrize("cluster", [1, 2, 8, 16])
+@pytest.mark.parametrize("cluster", [1, 16])  # no cluster, and the largest (non-portable) one
 def test_course_sources_compile_for_hopper(name, cluster):
     ok, log = clusters.compile_check(clusters.SOURCES[name], cluster, "sm_90")
     assert ok, log
