@@ -1073,11 +1073,12 @@ class Runner:
             return {"ok": False, "error": f"the lab's setup failed here: {type(exc).__name__}: {exc}"}
         # From here on the guards stay on: learner code can run at any time (a destructor, a
         # thread), and the guards judge the caller, not the moment.
-        GUARD.active = True
-        cell_errors = self.run_cells(job["cells"])
+        # Entry functions first: they bind the library functions they judge with before any
+        # learner cell could replace them.
         for name, source in (job.get("entries") or {}).items():
             self.functions[name] = entry_function(source, name, self.namespace)
-        return {"ok": True, "cell_errors": cell_errors}
+        GUARD.active = True
+        return {"ok": True, "cell_errors": self.run_cells(job["cells"])}
 
     def run_cells(self, cells: list[dict]) -> list[dict]:
         """Run the submission's cells in order, each on its own: a cell that fails is reported

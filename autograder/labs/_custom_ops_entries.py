@@ -5,6 +5,16 @@ followed by one line naming the exercise's ``entry``. Each entry calls the opera
 registered the way a model would: eagerly, through autograd, under ``torch.compile`` and inside
 an MLP block. It is grader code: the guards judge only the learner code it reaches.
 """
+import torch
+import torch.overrides
+from torch.autograd import grad as autograd_grad
+from torch.library import opcheck
+
+# The functions that judge the operator are bound here, when the runner builds the entries, before
+# any learner cell runs: a cell that replaces torch.library.opcheck or torch.compile afterwards
+# does not replace them here.
+torch_compile = torch.compile
+
 NAMESPACE, NAME = "swiglu", "silu_mul"
 QUALNAME = f"{NAMESPACE}::{NAME}"
 
@@ -15,7 +25,6 @@ class OperatorProblem(Exception):
 
 def registered_op():
     """The learner's ``swiglu::silu_mul``, as the dispatcher holds it."""
-    import torch
 
     try:
         packet = getattr(getattr(torch.ops, NAMESPACE), NAME)
@@ -39,7 +48,6 @@ _OPCHECKED: set = set()
 def opcheck_once(op, x, g) -> None:
     """torch.library.opcheck on a small slice, once per dtype: the schema, the fake (meta)
     implementation, the autograd registration and AOT dispatch all agree with the real kernel."""
-    import torch
 
     if x.dtype in _OPCHECKED:
         return
@@ -47,7 +55,7 @@ def opcheck_once(op, x, g) -> None:
     xs = x[:rows].detach().clone().requires_grad_(True)
     gs = g[:rows].detach().clone().requires_grad_(True)
     try:
-        torch.library.opcheck(op.default, (xs, gs))
+        opcheck(op.default, (xs, gs))
     except Exception as exc:  # noqa: BLE001 - opcheck's finding is the learner's
         text = str(exc).strip().splitlines()
         raise OperatorProblem(f"torch.library.opcheck failed: {text[0] if text else type(exc).__name__}"
@@ -68,7 +76,6 @@ def entry_forward(namespace):
 
 def entry_gradients(namespace):
     def silu_mul_op_grad(x, g, dy, dx, dg):
-        import torch
 
         op = registered_op()
         xr = x.detach().clone().requires_grad_(True)
@@ -78,7 +85,7 @@ def entry_gradients(namespace):
         if y.grad_fn is None:
             raise OperatorProblem(f"{QUALNAME}'s output has no gradient: register its backward with "
                                   f"torch.library.register_autograd (or {NAME}.register_autograd)")
-        dxr, dgr = torch.autograd.grad(y, (xr, gr), dy)
+        dxr, dgr = autograd_grad(y, (xr, gr), dy)
         dx.copy_(dxr)
         dg.copy_(dgr)
 
@@ -91,8 +98,6 @@ def grader_only():
     which cannot trace it. Learner code called inside runs unguarded: see entry_compiled."""
     from contextlib import nullcontext
 
-    import torch
-    import torch.overrides
 
     return torch.overrides._pop_mode_temporarily() if torch._C._len_torch_function_stack() else nullcontext()
 
@@ -103,7 +108,6 @@ def entry_compiled(namespace):
     compiled result must equal the operator's eager result, computed under the grader's guard."""
 
     def silu_mul_op_compiled(x, g, out):
-        import torch
 
         op = registered_op()
 
@@ -117,7 +121,7 @@ def entry_compiled(namespace):
         # and running the compiled block (the eager call above ran under it).
         with grader_only():
             try:
-                compiled = torch.compile(block, fullgraph=True, backend="aot_eager", dynamic=False)
+                compiled = torch_compile(block, fullgraph=True, backend="aot_eager", dynamic=False)
                 y = compiled(x, g)
             except Exception as exc:  # noqa: BLE001 - the learner's registration failed to trace
                 text = str(exc).strip().splitlines()
@@ -138,7 +142,6 @@ def entry_mlp(namespace):
     its gate: the speed of the operator where it is used."""
 
     def swiglu_mlp(x, w_gate, w_up, w_down, out):
-        import torch
 
         op = registered_op()
         with grader_only():
