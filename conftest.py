@@ -4,6 +4,7 @@ needs a GPU starts with ``%%gpu`` and skips itself (course/gpu_cells.py)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -33,6 +34,11 @@ SHARED_FIXTURES = ("test_attacks", "test_autograder", "test_inflight_batching", 
                    "test_site", "test_handoff", "test_install", "test_slurm", "test_serving")
 
 
+# test_attacks grades each lab's kernel attacks once per worker (a session fixture per lab and mode):
+# the tests of one lab's group share a scope, and the labs' groups run side by side.
+ATTACK_GROUP = re.compile(r"::test_(?:cpu|gpu)_(?:attack_scores_nothing|groups_grade_every_submission)\[(\w+)[/\]]")
+
+
 def pytest_xdist_make_scheduler(config, log):
     """pytest-xdist's scheduling by scope, with a scope per test except in SHARED_FIXTURES files."""
     from xdist.scheduler import LoadScopeScheduling
@@ -40,7 +46,10 @@ def pytest_xdist_make_scheduler(config, log):
     class ByFixture(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return path if Path(path).stem in SHARED_FIXTURES else nodeid
+            if Path(path).stem not in SHARED_FIXTURES:
+                return nodeid
+            lab = ATTACK_GROUP.search(nodeid) if Path(path).stem == "test_attacks" else None
+            return f"{path}::{lab.group(1)}" if lab else path
 
     return ByFixture(config, log)
 # Fixtures that look at the whole machine (every process, /tmp) before and after grading: tests using
