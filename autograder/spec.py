@@ -119,9 +119,10 @@ class Exercise:
     assess: Callable[..., "Assessment"] | None = None
     # An answer that is a registration, not a function (an operator registered with torch.library):
     # grader source defining ``entry(namespace) -> function``. The learner's runner builds the
-    # function after running the cells and grades it like a learner's: it calls what the learner
-    # registered the way a user of it would (eagerly, through autograd, under torch.compile). The
-    # learner's own code still runs under the exercise's rules.
+    # function before running the cells (it binds the library functions it judges with then) and
+    # grades it like a learner's: it calls what the learner registered the way a user of it would
+    # (eagerly, through autograd, under torch.compile). The learner's own code still runs under
+    # the exercise's rules.
     entry: str = ""
 
     def too_old(self, cc: tuple[int, int] | None) -> str:
