@@ -15,9 +15,6 @@ the sources themselves are plain text, compiled with nvcc on any machine by ``nv
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -643,18 +640,7 @@ def stencil_reference(x: np.ndarray) -> np.ndarray:
 def nvcc_compile(source: str, arch: str = "sm_90", timeout: float = 180) -> tuple[bool, str]:
     """Compile ``source`` to PTX with nvcc for ``arch`` (no GPU needed): (True, the PTX) or
     (False, nvcc's errors)."""
-    from .cuda_tools import find
+    from .cuda_tools import nvcc
 
-    nvcc = find("nvcc")
-    if nvcc is None:
-        return False, "nvcc not found"
-    with tempfile.TemporaryDirectory() as tmp:
-        src, out = os.path.join(tmp, "kernel.cu"), os.path.join(tmp, "kernel.ptx")
-        with open(src, "w") as f:
-            f.write(source)
-        done = subprocess.run([nvcc, f"-arch={arch}", "-std=c++17", "--ptx", "-o", out, src],
-                              capture_output=True, text=True, timeout=timeout)
-        if done.returncode != 0:
-            return False, done.stdout + done.stderr
-        with open(out) as f:
-            return True, f.read()
+    status, log, ptx = nvcc(source, [f"-arch={arch}", "-std=c++17"], ptx=True, timeout=timeout)
+    return (True, ptx) if status == 0 else (False, log)

@@ -13,11 +13,7 @@ compute capability 9.0 or newer.
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
@@ -207,23 +203,16 @@ def cdiv(a: int, b: int) -> int:
 # --------------------------------------------------------------------------- without a GPU
 def compile_check(source: str, cluster: int = 4, arch: str = "sm_90") -> tuple[bool, str]:
     """Compile ``source`` with nvcc for ``arch`` (no GPU needed): (compiled?, what nvcc said)."""
-    from .cuda_tools import find
+    from .cuda_tools import nvcc
 
-    nvcc = find("nvcc")
-    if nvcc is None:
-        return False, "nvcc is not installed here"
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "clusters.cu"
-        src.write_text(source)
-        r = subprocess.run([nvcc, f"-arch={arch}", f"-DCLUSTER={cluster}", "-c", str(src), "-o",
-                            str(Path(tmp) / "clusters.o")], capture_output=True, text=True, timeout=300)
-    return r.returncode == 0, (r.stdout + r.stderr).strip()
+    status, log, _ = nvcc(source, [f"-arch={arch}", f"-DCLUSTER={cluster}"])
+    return status == 0, log.strip()
 
 
 def nvcc_available() -> bool:
     from .cuda_tools import find
 
-    return find("nvcc") is not None or shutil.which("nvcc") is not None
+    return find("nvcc") is not None
 
 
 # --------------------------------------------------------------------------- on a GPU

@@ -105,6 +105,27 @@ def run(argv, timeout: float = 120, cwd=None, env: dict | None = None) -> tuple[
     return done.returncode, done.stdout + done.stderr
 
 
+def nvcc(source: str, flags, ptx: bool = False, timeout: float = 300) -> tuple[int | None, str, str]:
+    """Compile CUDA C ``source`` with nvcc and ``flags`` in a temporary folder: to an object file, or
+    with ``ptx`` to PTX. Returns (exit status, what nvcc printed, the PTX or ""); the status is None
+    when nvcc is missing (the text then says so) or ran past ``timeout``. Needs no GPU."""
+    import tempfile
+
+    found = find("nvcc")
+    if found is None:
+        return None, missing("nvcc"), ""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = os.path.join(tmp, "kernel.cu"), os.path.join(tmp, "kernel.ptx" if ptx else "kernel.o")
+        with open(src, "w") as f:
+            f.write(source)
+        status, log = run([found, *flags, "--ptx" if ptx else "-c", src, "-o", out], timeout=timeout)
+        text = ""
+        if ptx and status == 0:
+            with open(out) as f:
+                text = f.read()
+    return status, log, text
+
+
 def python(script, *args) -> list[str]:
     """The command line that runs a Python script with this notebook's interpreter."""
     return [sys.executable, str(script), *map(str, args)]

@@ -692,19 +692,9 @@ def gemm_source_for(configs, types=(("bfloat16", "bfloat16"), ("bfloat16", "floa
 
 
 def nvcc_compile(source: str, arch: str, timeout: float = 300) -> tuple[bool, str]:
-    """Compile ``source`` with nvcc for ``arch`` (e.g. "sm_90") to an object file in a temporary folder,
-    with ptxas's report of registers and spills. Returns (success, report); needs nvcc, not a GPU."""
-    import tempfile
-    from pathlib import Path
+    """Compile ``source`` with nvcc for ``arch`` (e.g. "sm_90") to an object file, with ptxas's report
+    of registers and spills. Returns (success, report); needs nvcc, not a GPU."""
+    from .cuda_tools import nvcc
 
-    from .cuda_tools import find, missing, run
-
-    nvcc = find("nvcc")
-    if nvcc is None:
-        return False, missing("nvcc")
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "kernel.cu"
-        src.write_text(source)
-        rc, out = run([nvcc, "-std=c++17", f"-arch={arch}", "-Xptxas", "-v", "-c", src, "-o", Path(tmp) / "kernel.o"],
-                      timeout=timeout)
-    return rc == 0, out
+    status, log, _ = nvcc(source, ["-std=c++17", f"-arch={arch}", "-Xptxas", "-v"], timeout=timeout)
+    return status == 0, log
