@@ -25,6 +25,7 @@ from . import sandbox
 MAX_REPLY = 1 << 20  # bytes of one message from a runner: messages and flags, never data
 OUTPUT_LIMIT = 2 << 20  # bytes of printing before the runner is stopped
 RSS_EVERY_S = 0.05  # how often the host memory of a runner's processes is summed
+SCRATCH_EVERY_S = 1.0  # how often the uid walls' scratch folder is measured
 TAIL = 64 << 10  # bytes of printing kept for the learner to see
 LINE_LIMIT = 1 << 20  # bytes of one line kept (a profiler prints a table row of tens of kB)
 SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGABRT: "abort", signal.SIGKILL: "killed",
@@ -103,24 +104,26 @@ class RunnerProcess:
         # Simulator mode: Numba's CUDA simulator, and Triton's interpreter for Triton kernels.
         env_extra = {"NUMBA_ENABLE_CUDASIM": "1" if simulator else "0", "TRITON_INTERPRET": "1" if simulator else "0"}
         self.tmp = None
-        cmd = None
+        self.cmd = None  # the sandbox's command: its uid and folders, released when the runner ends
         if self.sandboxed:
-            argv = [sys.executable, sandbox.INSIDE_RUNNER, str(child.fileno())]
+            argv = [sys.executable, sandbox.RUNNER_ARG, str(child.fileno()), sandbox.UID_ARG]
             limits = sandbox.Limits(memory_gb=memory_limit_gb)
+            self.scratch_limit = limits.scratch_mb << 20
             extra_ro = list(wrap_dirs or [])
             if sanitize:
                 argv = sanitizer_prefix(sanitize) + argv
                 extra_ro.append(str(Path(_sanitizer()).resolve().parent.parent))
             argv = list(wrap or []) + argv
-            if argv[0] != sys.executable and os.geteuid() == 0:
+            if argv[0] != sys.executable and os.geteuid() == 0 and sandbox.walls() == "bwrap":
                 # A tool starts the runner (compute-sanitizer, Nsight Compute): it runs as the
-                # sandbox's unprivileged user too, not as the root bubblewrap starts with.
+                # sandbox's unprivileged user too, not as the root bubblewrap starts with (the
+                # uid walls change the user before anything runs).
                 argv = sandbox.as_user(slot) + argv
-            cmd = sandbox.command(argv, gpu=not simulator, slot=slot, limits=limits, hidden=hidden, env=env_extra,
-                                  extra_ro=extra_ro or None)
-            argv = cmd.argv + [str(cmd.uid)]
-            fds = cmd.fds + [child.fileno()]
-            preexec = cmd.preexec
+            self.cmd = sandbox.command(argv, gpu=not simulator, slot=slot, limits=limits, hidden=hidden,
+                                       env=env_extra, extra_ro=extra_ro or None)
+            argv = self.cmd.argv
+            fds = self.cmd.fds + [child.fileno()]
+            preexec = self.cmd.preexec_fn()
             cwd = "/"
             env = None
         else:
@@ -142,13 +145,19 @@ class RunnerProcess:
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=fds,
                                          env=env, cwd=cwd, start_new_session=True, preexec_fn=preexec)
+        except BaseException:
+            if self.cmd is not None:
+                self.cmd.release()
+            raise
         finally:
             os.close(out_w)
             child.close()
-            if cmd is not None:
-                cmd.close()
+            if self.cmd is not None:
+                self.cmd.close()
         self.log = OutputLog(out_r)
-        self.tree = sandbox.ProcessTree(self.proc.pid, self.sandboxed)
+        uid = self.cmd.uid if self.cmd is not None and self.cmd.walls == "uid" else None
+        self.tree = sandbox.ProcessTree(self.proc.pid, self.sandboxed, uid=uid)
+        self._scratch_checked = 0.0
         self.mapped: set[int] = set()
         self.send(job)
 
@@ -215,6 +224,12 @@ class RunnerProcess:
             if self.tree.rss_gb() > self.memory_limit_gb:
                 self.kill()
                 raise RunnerFailed(f"your code used more than {self.memory_limit_gb:g} GB of host memory; stopped")
+        if self.cmd is not None and self.cmd.scratch is not None and now - self._scratch_checked >= SCRATCH_EVERY_S:
+            self._scratch_checked = now  # the uid walls' scratch folder is on disk: no tmpfs bounds it
+            if self.cmd.scratch_bytes() > self.scratch_limit:
+                self.kill()
+                raise RunnerFailed(f"your code wrote more than {self.scratch_limit >> 20} MB of temporary files; "
+                                   "stopped")
         if time.monotonic() > deadline:
             self.kill()
             raise RunnerFailed(f"did not finish within {timeout:.0f} s (an endless loop, "
@@ -262,8 +277,11 @@ class RunnerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             return "the process running your code stopped answering"
-        if code > 128 and self.sandboxed:  # bubblewrap passes on its child's signal as 128 + n
-            code = -(code - 128)
+        if code > 128 and self.sandboxed and self.cmd is not None and self.cmd.walls == "bwrap":
+            code = -(code - 128)  # bubblewrap passes on its child's signal as 128 + n
+        said = [line for line in self.log.text().splitlines() if line.startswith("sandbox: ")]
+        if said:  # confine.py could not build the walls: the grader's trouble, not the learner's
+            return f"the grader's sandbox could not start ({said[-1][len('sandbox: '):]})"
         if code < 0:
             return f"the process running your code crashed ({SIGNALS.get(-code, f'signal {-code}')})"
         if code == 0:
@@ -277,6 +295,8 @@ class RunnerProcess:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        if gone and self.cmd is not None:
+            self.cmd.release()
         return gone
 
     def close(self) -> bool:

@@ -17,6 +17,13 @@ When the grader runs as root, bubblewrap runs privileged and the runner drops to
 unprivileged user of its own (so that the process limit applies); otherwise bubblewrap
 uses an unprivileged user namespace. Host memory is watched from outside
 (``ProcessTree``), since CUDA reserves more address space than any rlimit could allow.
+
+Where bubblewrap cannot make its namespaces (Docker's default profile, as on Gradescope) and
+the grader is root, the runner gets other walls (``uid_walls.py``, ``confine.py``): a user of
+its own with no capabilities, no_new_privs, seccomp, resource limits, a private scratch folder,
+and Landlock where the kernel has it. Where neither can be made, there is no sandbox: grading
+refuses to start rather than run submissions unconfined (``--no-sandbox`` says so on every
+result). ``AUTOGRADER_SANDBOX=bwrap`` or ``=uid`` picks the walls instead of trying in turn.
 """
 from __future__ import annotations
 
@@ -61,39 +68,117 @@ def bwrap_path() -> str | None:
 
 
 _AVAILABLE: tuple[bool, str] | None = None
+_WALLS: str | None = None  # "bwrap" or "uid", once available() found one
+SANDBOX_ENV = "AUTOGRADER_SANDBOX"
 
 
 def available() -> tuple[bool, str]:
     """Whether a sandbox can be made here, and what was tried (cached for the process)."""
-    global _AVAILABLE
+    global _AVAILABLE, _WALLS
     if _AVAILABLE is not None:
         return _AVAILABLE
+    wanted = os.environ.get(SANDBOX_ENV, "")
+    if wanted not in ("", "bwrap", "uid"):
+        _AVAILABLE = (False, f"{SANDBOX_ENV}={wanted!r}: it names bwrap or uid")
+        return _AVAILABLE
+    tried = []
+    if wanted in ("", "bwrap"):
+        ok, why = _try_bwrap()
+        if ok:
+            _WALLS, _AVAILABLE = "bwrap", (True, why)
+            return _AVAILABLE
+        tried.append(why)
+    if wanted in ("", "uid"):
+        ok, why = _try_uid()
+        if ok:
+            _WALLS, _AVAILABLE = "uid", (True, why + (f" ({tried[0]})" if tried else ""))
+            return _AVAILABLE
+        tried.append(why)
+    _AVAILABLE = (False, "; ".join(tried))
+    return _AVAILABLE
+
+
+def walls() -> str:
+    """The sandbox in use: "bwrap" or "uid" (available() must have said yes)."""
+    if _WALLS is None and not available()[0]:
+        raise RuntimeError(f"no sandbox can be made here: {available()[1]}")
+    return _WALLS
+
+
+def _try_bwrap() -> tuple[bool, str]:
     bwrap = bwrap_path()
     if bwrap is None:
-        _AVAILABLE = (False, "bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
-        return _AVAILABLE
-    cmd = command([sys.executable, "-c", "import os; print(os.getuid())"], gpu=False, slot=0)
+        return False, "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+    cmd = _bwrap_command([sys.executable, "-c", "import os; print(os.getuid())"], gpu=False, slot=0)
     try:
         r = subprocess.run(cmd.argv, capture_output=True, text=True, timeout=30, pass_fds=cmd.fds,
                            preexec_fn=cmd.preexec)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        _AVAILABLE = (False, f"{bwrap} could not be started: {exc}")
-        return _AVAILABLE
+        return False, f"{bwrap} could not be started: {exc}"
     finally:
         cmd.close()
     if r.returncode != 0:
         detail = (r.stderr.strip().splitlines() or ["no message"])[-1]
-        _AVAILABLE = (False, f"{bwrap} failed: {detail} (are user namespaces allowed? "
-                             "sysctl kernel.unprivileged_userns_clone, or AppArmor's restriction on Ubuntu)")
-        return _AVAILABLE
+        return False, (f"{bwrap} failed: {detail} (are user namespaces allowed? sysctl "
+                       "kernel.unprivileged_userns_clone, or AppArmor's restriction on Ubuntu; in Docker, "
+                       "the default profile forbids them)")
     version = subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip()
-    _AVAILABLE = (True, f"{version or bwrap} works here")
-    return _AVAILABLE
+    return True, f"{version or bwrap} works here"
+
+
+# What the probe of the uid walls checks from inside: it runs as its own user, cannot read the
+# grader's lab references, cannot open a network socket, and can write its scratch folder.
+_UID_PROBE = r"""
+import os, socket, sys
+said = []
+try:
+    open(sys.argv[1], "rb").close()
+    said.append("read " + sys.argv[1])
+except OSError:
+    pass
+try:
+    socket.socket(socket.AF_INET).close()
+    said.append("opened a network socket")
+except OSError:
+    pass
+with open("scratch-probe", "w") as f:
+    f.write("ok")
+print("uid", os.getuid(), "; ".join(said))
+"""
+
+
+def _try_uid() -> tuple[bool, str]:
+    from . import uid_walls
+
+    if os.geteuid() != 0:
+        return False, ("the grader is not root, so it cannot run submissions as a user of their own (run it as "
+                       "root in its container, or let bubblewrap make user namespaces)")
+    probe_file = str(Path(__import__("autograder.labs", fromlist=["x"]).__file__).resolve())
+    cmd = _uid_command([sys.executable, "-I", "-c", _UID_PROBE, probe_file], gpu=False, slot=0)
+    try:
+        r = subprocess.run(cmd.argv, capture_output=True, text=True, timeout=60, pass_fds=cmd.fds)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"the uid sandbox could not be started: {exc}"
+    finally:
+        cmd.close()
+    out = r.stdout.strip()
+    if r.returncode != 0 or not out.startswith(f"uid {cmd.uid}"):
+        detail = (r.stderr.strip().splitlines() or [out or "no message"])[-1]
+        return False, f"the uid sandbox failed: {detail}"
+    leaks = out[len(f"uid {cmd.uid}"):].strip()
+    abi = uid_walls.landlock_abi()
+    if leaks:
+        return False, (f"the uid sandbox is not tight here: a process inside it {leaks}"
+                       + ("" if abi else " (the kernel has no Landlock, so ordinary file permissions must keep "
+                                         "the grader's files from other users: chmod -R o-rwx them)"))
+    return True, ("a user of its own, no_new_privs, seccomp, resource limits and a private scratch folder" +
+                  (f", Landlock (ABI {abi})" if abi else ", file permissions (no Landlock in this kernel)"))
 
 
 # --------------------------------------------------------------------------- what is visible
-def _python_dirs() -> list[str]:
-    """The directories the interpreter and its packages live in (read-only inside)."""
+def _python_dirs(keep_tmp: bool = False) -> list[str]:
+    """The directories the interpreter and its packages live in (read-only inside). ``keep_tmp``:
+    those under /tmp too (a venv there), which the walls must bind or allow on their own."""
     dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
             os.path.dirname(os.path.realpath(sys.executable))}
     for entry in sys.path:
@@ -108,8 +193,10 @@ def _python_dirs() -> list[str]:
         real = os.path.realpath(d)
         if any(real == o or real.startswith(o + os.sep) for o in out):
             continue
-        if real.startswith(("/usr/", "/proc", "/dev", "/tmp")) or real == "/usr":
-            continue  # /usr is bound whole; /tmp and /proc are the sandbox's own
+        if real.startswith(("/usr/", "/proc", "/dev")) or real == "/usr":
+            continue  # /usr is bound whole; /proc and /dev are the sandbox's own
+        if not keep_tmp and (real == "/tmp" or real.startswith("/tmp/")):
+            continue
         out.append(real)
     return out
 
@@ -138,6 +225,11 @@ def _gpu_devices() -> list[str]:
     return sorted(set(glob.glob("/dev/nvidia*")) | set(glob.glob("/dev/dxg")))
 
 
+# In a runner's command line: where the runner file is, and the uid it runs as (each walls fill them in).
+RUNNER_ARG = "{runner}"
+UID_ARG = "{uid}"
+
+
 @dataclass
 class Command:
     argv: list[str]
@@ -146,6 +238,8 @@ class Command:
     uid: int
     nproc: int
     limits: Limits
+    walls: str = "bwrap"
+    scratch: object = None  # the uid walls' folders (uid_walls.Scratch), removed by close()
 
     def preexec(self) -> None:
         """In the child before exec: limits every process of the sandbox inherits."""
@@ -160,12 +254,33 @@ class Command:
                 pass
 
     def close(self) -> None:
+        """After the start: the stub files' descriptors (the process has its own copies)."""
         for fd in self.fds:
             try:
                 os.close(fd)
             except OSError:
                 pass
         self.fds = []
+
+    def release(self) -> None:
+        """Once every process of the sandbox is gone: the uid walls' folders, what the user left in
+        shared scratch folders, and the user itself (free for the next runner)."""
+        if self.scratch is not None:
+            from . import uid_walls
+
+            uid_walls.remove_leftovers(self.uid)
+            self.scratch.remove()
+            uid_walls.give_back_uid(self.uid)
+            self.scratch = None
+
+    def scratch_bytes(self) -> int:
+        """What the runner keeps in its scratch folder (the uid walls: no tmpfs bounds it)."""
+        return self.scratch.bytes_used() if self.scratch is not None else 0
+
+    def preexec_fn(self):
+        """What subprocess runs in the child before exec: the limits, for bubblewrap (the uid
+        walls set their own in confine.py, in a process of their own)."""
+        return self.preexec if self.walls == "bwrap" else None
 
 
 def _user_tasks() -> int:
@@ -184,11 +299,71 @@ def _user_tasks() -> int:
 def command(argv: list[str], *, gpu: bool, slot: int = 0, limits: Limits = Limits(),
             hidden: dict[str, str] | None = None, env: dict[str, str] | None = None,
             extra_ro: list[str] | None = None) -> Command:
-    """The bubblewrap command line that runs ``argv`` sandboxed.
+    """The command line that runs ``argv`` sandboxed, in the walls ``available()`` found.
 
     ``hidden`` maps package names (cupy, torch) to the reason they are not available: each is
-    replaced by a stub that raises ImportError with that reason when used.
+    replaced by a stub that raises ImportError with that reason when used. In ``argv``,
+    ``RUNNER_ARG`` stands for the runner's file and ``UID_ARG`` for the uid it runs as.
     """
+    make = _uid_command if walls() == "uid" else _bwrap_command
+    return make(argv, gpu=gpu, slot=slot, limits=limits, hidden=hidden, env=env, extra_ro=extra_ro)
+
+
+def _environment(tmp: str, env: dict[str, str] | None) -> dict[str, str]:
+    """The sandbox's whole environment: nothing of the grader's but library settings."""
+    environ = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "USER": "learner",
+               "LOGNAME": "learner", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONUNBUFFERED": "1", "NUMBA_CACHE_DIR": f"{tmp}/.numba", "CUPY_CACHE_DIR": f"{tmp}/.cupy",
+               "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4", "NUMBA_NUM_THREADS": "4",
+               "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{tmp}/.matplotlib"}
+    environ.update({k: os.environ[k] for k in PASSED_ENV if k in os.environ})
+    # The instructor's PYTHONPATH, less the course's checkout (its folders are bound above).
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and os.path.isdir(p) and os.path.realpath(p) != str(ROOT)
+            and not os.path.isdir(os.path.join(p, "autograder", "labs"))]
+    if path:
+        environ["PYTHONPATH"] = os.pathsep.join(os.path.realpath(p) for p in path)
+    environ.update(env or {})
+    return environ
+
+
+def _fill(argv: list[str], runner: str, uid: int) -> list[str]:
+    return [runner if a == RUNNER_ARG else str(uid) if a == UID_ARG else a for a in argv]
+
+
+def _uid_command(argv: list[str], *, gpu: bool, slot: int = 0, limits: Limits = Limits(),
+                 hidden: dict[str, str] | None = None, env: dict[str, str] | None = None,
+                 extra_ro: list[str] | None = None) -> Command:
+    """The uid walls (``uid_walls.py``): confine.py starts ``argv`` as a user of its own."""
+    from . import uid_walls
+
+    own = "the grader's own code is not importable by submissions"
+    stubs = {n: stub_source(n, own) for n in ALWAYS_HIDDEN}
+    stubs.update({n: stub_source(n, why) for n, why in (hidden or {}).items()})
+    hidden_dirs = [str(ROOT / n) for n in ALWAYS_HIDDEN] + [d for d, _ in _package_dirs(stubs)]
+    uid = uid_walls.take_uid(slot)
+    try:
+        scratch = uid_walls.Scratch(uid, RUNNER, stubs)
+    except BaseException:
+        uid_walls.give_back_uid(uid)
+        raise
+    read, listed = uid_walls.readable(_python_dirs(keep_tmp=True), hidden_dirs, list(extra_ro or ()))
+    environ = _environment(str(scratch.work), env)
+    environ["PYTHONPATH"] = os.pathsep.join([str(scratch.stubs)] + [p for p in environ.get("PYTHONPATH", "").split(
+        os.pathsep) if p])
+    devices = list(uid_walls.DEVICES) + (_gpu_devices() if gpu else [])
+    rlimits = {"RLIMIT_CORE": 0, "RLIMIT_NOFILE": limits.open_files, "RLIMIT_FSIZE": limits.file_mb << 20,
+               "RLIMIT_NPROC": limits.processes}
+    cfg = uid_walls.config(_fill(argv, str(scratch.runner), uid), uid=uid, scratch=scratch, read=read,
+                           listed=listed, devices=devices, env=environ, rlimits=rlimits,
+                           landlock=uid_walls.landlock_abi() > 0)
+    return Command(uid_walls.launcher(cfg), [], True, uid, limits.processes, limits, walls="uid", scratch=scratch)
+
+
+def _bwrap_command(argv: list[str], *, gpu: bool, slot: int = 0, limits: Limits = Limits(),
+                   hidden: dict[str, str] | None = None, env: dict[str, str] | None = None,
+                   extra_ro: list[str] | None = None) -> Command:
+    """The bubblewrap command line that runs ``argv`` sandboxed."""
     bwrap = bwrap_path() or "bwrap"
     privileged = os.geteuid() == 0
     a = [bwrap, "--die-with-parent", "--new-session", "--clearenv"]
@@ -229,8 +404,12 @@ def command(argv: list[str], *, gpu: bool, slot: int = 0, limits: Limits = Limit
                 "/etc/localtime", "/etc/nvidia", "/etc/OpenCL"):
         if os.path.exists(etc):
             ro(etc)
-    for d in _python_dirs():
-        ro(d)
+    under_tmp = []  # an interpreter under /tmp (a venv there) is bound after the sandbox's own /tmp
+    for d in _python_dirs(keep_tmp=True):
+        if d == "/tmp" or d.startswith("/tmp/"):
+            under_tmp.append(d)
+        else:
+            ro(d)
     ro(str(RUNNER), INSIDE_RUNNER)
     for d in extra_ro or ():  # e.g. compute-sanitizer's installation
         if os.path.isdir(d) and not any(d == m or d.startswith(m + os.sep) for m in bound):
@@ -254,24 +433,14 @@ def command(argv: list[str], *, gpu: bool, slot: int = 0, limits: Limits = Limit
             a.extend(["--dev-bind", node, node])
     a += ["--perms", "1777", "--size", str(limits.scratch_mb << 20), "--tmpfs", "/tmp",
           "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm", "--chdir", "/tmp"]
-    environ = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "USER": "learner",
-               "LOGNAME": "learner", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
-               "PYTHONUNBUFFERED": "1", "NUMBA_CACHE_DIR": "/tmp/.numba", "CUPY_CACHE_DIR": "/tmp/.cupy",
-               "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4", "NUMBA_NUM_THREADS": "4",
-               "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/.matplotlib"}
-    environ.update({k: os.environ[k] for k in PASSED_ENV if k in os.environ})
-    # The instructor's PYTHONPATH, less the course's checkout (its folders are bound above).
-    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-            if p and os.path.isdir(p) and os.path.realpath(p) != str(ROOT)
-            and not os.path.isdir(os.path.join(p, "autograder", "labs"))]
-    if path:
-        environ["PYTHONPATH"] = os.pathsep.join(os.path.realpath(p) for p in path)
-    environ.update(env or {})
-    for k, v in environ.items():
+    made.add("/tmp")
+    for d in under_tmp:
+        ro(d)
+    for k, v in _environment("/tmp", env).items():
         a.extend(["--setenv", k, v])
     uid = UID_BASE + slot
     nproc = limits.processes if privileged else _user_tasks() + limits.processes
-    return Command(a + ["--", *argv], fds, privileged, uid, nproc, limits)
+    return Command(a + ["--", *_fill(argv, INSIDE_RUNNER, uid)], fds, privileged, uid, nproc, limits)
 
 
 _DISABLE_USERNS: dict[str, bool] = {}
@@ -327,41 +496,38 @@ def _zombie(pid: int) -> bool:
 
 
 class ProcessTree:
-    """The processes of one sandbox, found by their pid namespace (or, without a sandbox, by
-    their session), zombies left out: their memory, and killing them all."""
+    """The processes of one sandbox, zombies left out: their memory, and killing them all. Found by
+    their pid namespace (bubblewrap), by their user (the uid walls: ``uid``), or, without a
+    sandbox, by their session."""
 
-    def __init__(self, leader: int, sandboxed: bool) -> None:
+    def __init__(self, leader: int, sandboxed: bool, uid: int | None = None) -> None:
         self.leader = leader
         self.sandboxed = sandboxed
+        self.uid = uid
         self.ns: str | None = None
         self.session = leader
 
     def _find_ns(self) -> None:
-        if self.ns is None and self.sandboxed:
+        if self.ns is None and self.sandboxed and self.uid is None:
             for child in _children(self.leader):
                 ns = _pid_ns(child)
                 if ns and ns != _pid_ns(self.leader):
                     self.ns = ns
                     return
 
+    def _member(self, pid: int) -> bool:
+        try:
+            if self.uid is not None:
+                return os.stat(f"/proc/{pid}").st_uid == self.uid
+            if self.sandboxed:
+                return self.ns is not None and _pid_ns(pid) == self.ns
+            return os.getsid(pid) == self.session
+        except OSError:
+            return False
+
     def pids(self) -> list[int]:
         self._find_ns()
-        out = []
-        for p in os.listdir("/proc"):
-            if not p.isdigit():
-                continue
-            pid = int(p)
-            if pid == self.leader:
-                continue
-            if self.sandboxed:
-                if self.ns is not None and _pid_ns(pid) == self.ns:
-                    out.append(pid)
-            else:
-                try:
-                    if os.getsid(pid) == self.session:
-                        out.append(pid)
-                except OSError:
-                    continue
+        out = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != self.leader and self._member(int(p))]
         return [pid for pid in out if not _zombie(pid)]
 
     def rss_gb(self) -> float:
@@ -381,7 +547,11 @@ class ProcessTree:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        if not self.sandboxed:
+        if self.uid is not None:
+            from .uid_walls import kill_all
+
+            kill_all(self.uid)
+        elif not self.sandboxed:
             try:
                 os.killpg(self.session, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
