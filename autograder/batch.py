@@ -1,4 +1,5 @@
-"""Grade a folder of submissions: resumable, one worker per GPU, shardable for Slurm."""
+"""Grade a folder of submissions: resumable, one worker per GPU (or several on the CPU in
+simulator mode), shardable for Slurm."""
 from __future__ import annotations
 
 import contextlib
@@ -114,9 +115,15 @@ def grade_all(lab: Lab, files, out_dir: Path, *, simulator: bool, gpus: list[str
               memory_limit_gb: float | None = None, sandboxed: bool = True, profile: bool = False) -> Path:
     """Grade ``files`` (paths, or (path, path as given) pairs) into ``out_dir``; return grades.csv.
 
+    ``gpus``: one worker per entry, each with a judge and a sandbox slot (its own unprivileged
+    uid) of its own; an entry is the GPU id that worker grades on, or None for none (the
+    simulator, or the GPUs the process sees). Workers take submissions from one queue, so the
+    results do not depend on how many there are.
+
     Resumable: a submission is graded again only if its content, where it came from, the
     grader (its code and the lab's) or the mode changed, or an exercise asked for is missing.
     Grading some exercises keeps the results of the others, where those are still valid."""
+    out_dir = Path(out_dir).absolute()  # the judges run in the course's folder, not in ours
     sources = {Path(f[0]) if isinstance(f, tuple) else Path(f): (f[1] if isinstance(f, tuple) else Path(f).name)
                for f in files}
     names = shard(submission_names([(p, rel) for p, rel in sources.items()]), shard_spec)
@@ -151,6 +158,8 @@ def _grade_all(lab, names, sources, out_dir, *, simulator, gpus, force, seed, sa
     skipped = len(names) - len(todo)
     if skipped and not quiet:
         print(f"skipping {skipped} already graded (use --force to regrade)", file=sys.stderr)
+    if len(gpus) > 1 and todo and not quiet:
+        print(f"grading {len(todo)} submission(s) on {len(gpus)} workers", file=sys.stderr)
     seed = secrets.randbits(63) if seed is None else seed  # secret: never written anywhere
     progress = Progress(len(todo), stream=sys.stderr if not quiet else open("/dev/null", "w"))
     jobs: queue.Queue = queue.Queue()

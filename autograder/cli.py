@@ -50,10 +50,11 @@ def cmd_grade(args) -> int:
             raise SystemExit(f"autograder: {exc.args[0]}") from None
     paths = _submissions(args.submissions, args.quiet)
     simulator = args.simulator or not gpu_present()
-    gpus: list[str | None] = [g.strip() for g in args.gpus.split(",")] if args.gpus else [None]
+    gpus = _worker_gpus(args.gpus, args.workers, simulator)
     if simulator and not args.quiet:
         print("No GPU (or --simulator): grading correctness in the CUDA simulator; kernel speed is not scored.",
               file=sys.stderr)
+        _suggest_workers(len(gpus), len(paths))
     if args.sanitize and simulator:
         raise SystemExit("autograder: --sanitize needs a GPU (compute-sanitizer checks real kernels)")
     if args.profile and not simulator:
@@ -75,19 +76,15 @@ def cmd_grade(args) -> int:
             raise SystemExit(f"autograder: {exc}") from None
     sandboxed = not args.no_sandbox
     if sandboxed:
-        from .sandbox import available
-
-        ok, why = available()
-        if not ok:
-            raise SystemExit(f"autograder: no sandbox for the submissions: {why}.\n"
-                             "Install bubblewrap (apt-get install bubblewrap), or grade without one with "
-                             "--no-sandbox (only for code you trust: it then runs with your rights)")
+        refused = sandbox_refusal()
+        if refused:
+            raise SystemExit(f"autograder: {refused}")
     elif not args.quiet:
         print("warning: grading WITHOUT a sandbox (--no-sandbox): submissions run with your rights, "
               "and every result says so", file=sys.stderr)
     started = time.monotonic()
     try:
-        book = grade_all(lab, paths, Path(args.out), simulator=simulator, gpus=gpus, force=args.force,
+        book = grade_all(lab, paths, Path(args.out).absolute(), simulator=simulator, gpus=gpus, force=args.force,
                          seed=args.seed, sanitize=args.sanitize, shard_spec=args.shard, quiet=args.quiet,
                          timeout=args.timeout, exercises=args.exercise, memory_limit_gb=args.memory_limit,
                          sandboxed=sandboxed, profile=args.profile)
@@ -96,6 +93,54 @@ def cmd_grade(args) -> int:
     if not args.quiet:
         print(f"gradebook: {book} ({time.monotonic() - started:.1f} s)")
     return 0
+
+
+def _worker_gpus(gpus: str | None, workers: int | None, simulator: bool) -> list[str | None]:
+    """The GPU of each worker (None: none named), from --gpus and --workers: one judge and one
+    sandbox slot per worker."""
+    ids: list[str | None] = [g.strip() for g in gpus.split(",")] if gpus else [None]
+    if workers is None or workers == 1:
+        return ids
+    if workers < 1:
+        raise SystemExit(f"autograder: --workers must be 1 or more, not {workers}")
+    if not simulator:
+        raise SystemExit("autograder: --workers N grades N submissions at once in simulator mode only: on a GPU, "
+                         "submissions graded side by side would slow each other's timed kernels and lose speed "
+                         "points. Give each worker a GPU of its own with --gpus 0,1,... (or add --simulator)")
+    if gpus:
+        raise SystemExit("autograder: --gpus with --workers: simulator mode uses no GPU; give --workers N alone")
+    from .host_parallel import cores
+
+    if workers > cores():
+        raise SystemExit(f"autograder: --workers {workers}, but this process may use {cores()} core(s): workers "
+                         f"sharing a core slow each other down, and a submission slowed past its time limit "
+                         f"(wall-clock seconds) loses points it earned. Use --workers {cores()} or fewer")
+    return [None] * workers
+
+
+def _suggest_workers(workers: int, submissions: int) -> None:
+    """Say that a class could use more of this machine's cores (never chosen for the user: the
+    machine may be shared, and every worker may use the lab's memory limit)."""
+    from .host_parallel import cores
+
+    if workers == 1 and submissions > 1 and cores() >= 4:
+        print(f"(one worker: --workers {cores() // 2} would grade {cores() // 2} submissions at a time on this "
+              f"machine's {cores()} cores)", file=sys.stderr)
+
+
+def sandbox_refusal() -> str | None:
+    """Why `autograder grade` refuses to start without --no-sandbox, and the fix; None when a
+    sandbox works here."""
+    from .sandbox import available, bwrap_path
+
+    ok, why = available()
+    if ok:
+        return None
+    no_sandbox = "or grade without one with --no-sandbox (only for code you trust: it then runs with your rights)"
+    if bwrap_path() is None:
+        return f"no sandbox for the submissions: {why}.\nInstall bubblewrap (apt-get install bubblewrap), {no_sandbox}"
+    return (f"no sandbox for the submissions: bubblewrap is installed but could not run a sandbox here: {why}.\n"
+            f"Fix that (`autograder doctor` tries grading end to end), {no_sandbox}")
 
 
 def cmd_release(args) -> int:
@@ -318,6 +363,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--out", required=True, help="folder for results.json per submission and grades.csv")
     g.add_argument("--force", action="store_true", help="regrade submissions already graded")
     g.add_argument("--gpus", help="comma-separated GPU ids: one worker per GPU, e.g. 0,1,2,3")
+    g.add_argument("--workers", type=int, metavar="N",
+                   help="simulator mode: grade N submissions at a time, each in a judge and sandbox of its own "
+                        "(at most the cores this process may use; default 1: the machine may be shared, and "
+                        "the time limits are wall-clock seconds)")
     g.add_argument("--sanitize", choices=SANITIZER_TOOLS,
                    help="run correctness under this compute-sanitizer tool (GPU only; synccheck: barriers)")
     g.add_argument("--shard", help="I/N: grade only shard I of N (for Slurm job arrays)")

@@ -127,7 +127,7 @@ class JudgeSession:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
         if self.tmp is not None:
             Path(self.tmp).mkdir(parents=True, exist_ok=True)
-            env["TMPDIR"] = str(self.tmp)
+            env["TMPDIR"] = str(Path(self.tmp).absolute())  # the judge's cwd is ROOT, not ours
         with open(log, "ab") as out:
             # The judge dies with the grader (its runners die with it in turn): killing the grader
             # leaves nothing running.
@@ -142,7 +142,7 @@ class JudgeSession:
             self.close()
             self._start(log)
         try:
-            data = json.dumps(dict(job, log=str(log))).encode()
+            data = json.dumps(dict(job, log=str(Path(log).absolute()))).encode()  # opened in ROOT
             self.sock.sendall(struct.pack("<Q", len(data)) + data)
             end = time.monotonic() + deadline
             head = _read(self.sock, 8, end, self.proc)
