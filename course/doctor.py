@@ -8,6 +8,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
+
 from packaging.version import Version
 
 from .device import cupy_runtime_version, gpu_present, nvidia_smi_gpus, package_versions
@@ -102,6 +106,94 @@ def live_kernel_check() -> str | None:
     return (r.stderr.strip().splitlines() or ["unknown error"])[-1]
 
 
+# A correct answer to the first lab's vector_add: the grading check must give it full marks.
+HONEST_VECTOR_ADD = """from numba import cuda
+
+
+@cuda.jit
+def add_kernel(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+
+
+def vector_add(a, b, out):
+    add_kernel[(out.size + 255) // 256, 256](a, b, out)
+"""
+GRADING_CHECK_S = 90  # a hung grader is a finding, not a hung doctor (it takes a few seconds)
+
+
+def grading_check(timeout: float = GRADING_CHECK_S) -> tuple[str, str | None]:
+    """Grade a built-in correct answer as `autograder grade` does (its command line, the
+    sandbox, a judge and a runner; simulator mode, one exercise, a temporary folder, run from
+    another folder): a line saying what happened, and the problem with its fix (None if none).
+    Without bubblewrap it grades with --no-sandbox, which checks the rest: a learner needs no
+    sandbox, and `autograder grade` itself says to install it."""
+    from autograder.sandbox import bwrap_path
+
+    sandboxed = bwrap_path() is not None
+    how = "in the sandbox" if sandboxed else "WITHOUT a sandbox: bubblewrap is not installed (apt-get install " \
+                                             "bubblewrap), which grading a class needs"
+    with tempfile.TemporaryDirectory(prefix="autograder-doctor-") as tmp:
+        submission, out = Path(tmp, "doctor_check.py"), Path(tmp, "out")
+        submission.write_text(HONEST_VECTOR_ADD)
+        cmd = [sys.executable, "-m", "autograder", "grade", "--lab", "first_kernel", "--simulator", "--exercise",
+               "vector_add", "--seed", "1", "--timeout", "30", "--quiet", "--out", "out", submission.name]
+        started = time.monotonic()
+        try:
+            r = subprocess.run(cmd + ([] if sandboxed else ["--no-sandbox"]), capture_output=True, text=True,
+                               cwd=tmp, env=_grader_env(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return ("Grading a class: FAILS", f"grading a correct built-in answer did not finish in {timeout:.0f} s: "
+                                              f"`autograder grade` hangs here")
+        seconds = time.monotonic() - started
+        if r.returncode != 0:
+            said = "\n  ".join(r.stderr.strip().splitlines()[-6:]) or f"it exited with status {r.returncode}"
+            return "Grading a class: FAILS", f"`autograder grade` fails here:\n  {said}{_interpreter_hint()}"
+        problem = _graded_wrong(out / "doctor_check")
+    if problem:
+        return "Grading a class: FAILS", problem + _interpreter_hint()
+    return f"Grading a class: works (a correct built-in answer graded {how}, in {seconds:.1f} s)", None
+
+
+def _grader_env() -> dict[str, str]:
+    """This environment, with the course's checkout importable where `autograder` is not installed."""
+    import autograder
+
+    root = str(Path(autograder.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
+def _graded_wrong(work: Path) -> str | None:
+    """Why the built-in answer did not get full correctness (None if it did), in the grader's
+    words and its judge's last line."""
+    from autograder.batch import read_exercises
+
+    result = read_exercises(work).get("vector_add")
+    if result is None:
+        return f"`autograder grade` wrote no result for a correct built-in answer (none in {work})"
+    if result.correctness == result.max_correctness:
+        return None
+    try:
+        last = [ln for ln in (work / "judge.log").read_text().splitlines() if ln.strip()][-1:]
+    except OSError:
+        last = []
+    return (f"a correct built-in answer scored {result.correctness:g} of {result.max_correctness:g} for "
+            f"correctness: {result.message or 'no message'}" + "".join(f"\n  judge.log ends: {ln}" for ln in last))
+
+
+def _interpreter_hint() -> str:
+    """The fix for a known cause: a Python under /tmp, which the sandbox replaces with its own /tmp."""
+    here = [p for p in {sys.prefix, os.path.realpath(sys.executable)} if p == "/tmp" or p.startswith("/tmp/")]
+    if not here:
+        return ""
+    return (f"\n  This Python ({here[0]}) is under /tmp, which the sandbox replaces with a /tmp of its own: "
+            "make the virtual environment elsewhere (e.g. python -m venv ~/venvs/gpu-course), or grade with "
+            "--no-sandbox (only for code you trust)")
+
+
 def main() -> int:
     gpu = gpu_present() and os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0")
     v = installed()
@@ -137,14 +229,12 @@ def main() -> int:
                 problems.append(f"a test kernel failed to compile or run: {err}")
             else:
                 print("A test kernel compiled and ran on the GPU.")
-    try:  # grading a class runs each submission in a sandbox (bubblewrap)
-        from autograder.sandbox import available
-
-        ok, why = available()
-        print(f"Sandbox for grading: {'available' if ok else 'NOT available'} ({why})" +
-              ("" if ok else "; `autograder grade` then needs --no-sandbox (only for code you trust)"))
-    except ImportError:
-        pass
+    if problems:
+        print("Grading a class: not tried (fix the problems below first)")
+    else:  # what `autograder grade` does, end to end: what it finds is a problem like any other
+        line, problem = grading_check()
+        print(line)
+        problems += [problem] if problem else []
     for p in problems:
         print(f"PROBLEM: {p}")
     print("Setup is broken: fix the problems above." if problems else "Setup is fine.")
