@@ -10,7 +10,8 @@ which mode it is graded: "cpu" attacks run with --simulator (everywhere), "gpu" 
   "words", the feedback must contain them: for the attacks written to pass the static check (no
   getattr, exec, `import os` ...), the words are the run-time guard's or the sandbox's, so that each
   defence is shown to hold on its own. "printed" is a phrase the attack's own report (the printed tail)
-  must contain: its payload ran, to its end.
+  must contain: its payload ran, to its end. "lines" (races and out-of-bounds accesses the simulator
+  lets through): the feedback must name at least one of these lines of the attack's file, as "line N".
 - machine attacks run with canaries: a fake HOME holding secrets, a classmate's file beside the
   attacks, another student's results.json already in the --out folder, a secret in the grader's own
   environment, a listening socket on 127.0.0.1 (its port in HOME and in a well-known file in /tmp).
@@ -35,6 +36,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -221,6 +223,10 @@ def check_scores(run: Run, keys_: list[str], name_of=lambda k: attack_file(k).na
                             f"{res.get('extra_data', {}).get('printed_tail', '')[-600:]!r}")
         if exp.get("words") and exp["words"] not in feedback(res, exp["exercise"]):
             problems.append(f"{key}: feedback lacks {exp['words']!r}: {feedback(res, exp['exercise'])[:300]!r}")
+        if exp.get("lines") and not any(re.search(rf"\bline {n}\b", feedback(res, exp["exercise"]))
+                                        for n in exp["lines"]):
+            problems.append(f"{key}: feedback names none of the lines {exp['lines']} (as 'line N'): "
+                            f"{feedback(res, exp['exercise'])[:300]!r}")
         printed = res.get("extra_data", {}).get("printed_tail", "")
         if exp.get("printed") and exp["printed"] not in printed:
             problems.append(f"{key}: its payload did not run to the end (the printed tail lacks "
