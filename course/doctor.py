@@ -127,33 +127,41 @@ def grading_check(timeout: float = GRADING_CHECK_S) -> tuple[str, str | None]:
     """Grade a built-in correct answer as `autograder grade` does (its command line, the
     sandbox, a judge and a runner; simulator mode, one exercise, a temporary folder, run from
     another folder): a line saying what happened, and the problem with its fix (None if none).
-    Without bubblewrap it grades with --no-sandbox, which checks the rest: a learner needs no
-    sandbox, and `autograder grade` itself says to install it."""
-    from autograder.sandbox import bwrap_path
 
-    sandboxed = bwrap_path() is not None
-    how = "in the sandbox" if sandboxed else "WITHOUT a sandbox: bubblewrap is not installed (apt-get install " \
-                                             "bubblewrap), which grading a class needs"
+    Where no sandbox can be made and bubblewrap is not installed, the machine is not set up for
+    grading (a learner's): that is said, not counted as a problem, and the rest is checked with
+    --no-sandbox. Every other failure of grading is a problem."""
+    from autograder.sandbox import available, bwrap_path
+
+    ok, why = available()
+    unset = not ok and bwrap_path() is None
+    started = time.monotonic()
+    try:
+        problem = _grade_built_in_answer(["--no-sandbox"] if unset else [], timeout)
+    except subprocess.TimeoutExpired:
+        problem = f"grading a correct built-in answer did not finish in {timeout:.0f} s: `autograder grade` hangs here"
+    if problem:
+        return "Grading a class: FAILS", problem
+    seconds = time.monotonic() - started
+    if unset:
+        return (f"Grading a class: needs a sandbox, which cannot be made here ({why}). Only an instructor grading a "
+                f"class needs it; the rest of grading works (a correct built-in answer graded with --no-sandbox "
+                f"in {seconds:.1f} s)"), None
+    return f"Grading a class: works (a correct built-in answer graded in {seconds:.1f} s; sandbox: {why})", None
+
+
+def _grade_built_in_answer(options: list[str], timeout: float) -> str | None:
+    """Grade HONEST_VECTOR_ADD with `autograder grade` in a temporary folder; None when it gets
+    full correctness, else what went wrong in the grader's words."""
     with tempfile.TemporaryDirectory(prefix="autograder-doctor-") as tmp:
-        submission, out = Path(tmp, "doctor_check.py"), Path(tmp, "out")
-        submission.write_text(HONEST_VECTOR_ADD)
+        Path(tmp, "doctor_check.py").write_text(HONEST_VECTOR_ADD)
         cmd = [sys.executable, "-m", "autograder", "grade", "--lab", "first_kernel", "--simulator", "--exercise",
-               "vector_add", "--seed", "1", "--timeout", "30", "--quiet", "--out", "out", submission.name]
-        started = time.monotonic()
-        try:
-            r = subprocess.run(cmd + ([] if sandboxed else ["--no-sandbox"]), capture_output=True, text=True,
-                               cwd=tmp, env=_grader_env(), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return ("Grading a class: FAILS", f"grading a correct built-in answer did not finish in {timeout:.0f} s: "
-                                              f"`autograder grade` hangs here")
-        seconds = time.monotonic() - started
+               "vector_add", "--seed", "1", "--timeout", "30", "--quiet", "--out", "out", *options, "doctor_check.py"]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=_grader_env(), timeout=timeout)
         if r.returncode != 0:
             said = "\n  ".join(r.stderr.strip().splitlines()[-6:]) or f"it exited with status {r.returncode}"
-            return "Grading a class: FAILS", f"`autograder grade` fails here:\n  {said}{_interpreter_hint()}"
-        problem = _graded_wrong(out / "doctor_check")
-    if problem:
-        return "Grading a class: FAILS", problem + _interpreter_hint()
-    return f"Grading a class: works (a correct built-in answer graded {how}, in {seconds:.1f} s)", None
+            return f"`autograder grade` fails here:\n  {said}"
+        return _graded_wrong(Path(tmp, "out", "doctor_check"))
 
 
 def _grader_env() -> dict[str, str]:
@@ -182,16 +190,6 @@ def _graded_wrong(work: Path) -> str | None:
         last = []
     return (f"a correct built-in answer scored {result.correctness:g} of {result.max_correctness:g} for "
             f"correctness: {result.message or 'no message'}" + "".join(f"\n  judge.log ends: {ln}" for ln in last))
-
-
-def _interpreter_hint() -> str:
-    """The fix for a known cause: a Python under /tmp, which the sandbox replaces with its own /tmp."""
-    here = [p for p in {sys.prefix, os.path.realpath(sys.executable)} if p == "/tmp" or p.startswith("/tmp/")]
-    if not here:
-        return ""
-    return (f"\n  This Python ({here[0]}) is under /tmp, which the sandbox replaces with a /tmp of its own: "
-            "make the virtual environment elsewhere (e.g. python -m venv ~/venvs/gpu-course), or grade with "
-            "--no-sandbox (only for code you trust)")
 
 
 def main() -> int:
