@@ -1,8 +1,13 @@
 """The pip and conda dependency lists agree; the numpy pin holds; doctor diagnoses."""
 from __future__ import annotations
 
+import csv
+import os
+import shutil
 import subprocess
 import sys
+import sysconfig
+import tempfile
 from importlib import metadata
 from pathlib import Path
 
@@ -79,7 +84,74 @@ def test_doctor_on_this_machine():
         assert "Mode: GPU" in r.stdout and "compute capability" in r.stdout
     else:
         assert "Mode: simulator" in r.stdout and "NUMBA_ENABLE_CUDASIM=1" in r.stdout
+    assert "Grading a class: works" in r.stdout  # a built-in answer, graded through `autograder grade`
     assert r.returncode == 0, r.stdout
+
+
+def fake_bwrap(folder: Path, real: str | None) -> Path:
+    """A bwrap that refuses every sandbox (real None), or only the runner's, passing its probe
+    to the real one: grading fails while a check of bubblewrap alone would pass."""
+    script = folder / "bwrap"
+    passes = f'case "$*" in *"/grader/runner.py "[0-9]*) ;; *) exec {real} "$@";; esac\n' if real else ""
+    script.write_text(f"#!/bin/sh\n{passes}echo 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    script.chmod(0o755)
+    return script
+
+
+def _bwrap_works() -> bool:
+    real = shutil.which("bwrap")
+    return real is not None and subprocess.run([real, "--ro-bind", "/", "/", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("refuses", ["every sandbox", "the runner's sandbox"])
+def test_doctor_fails_when_grading_would_fail(tmp_path, refuses):
+    real = None
+    if refuses == "the runner's sandbox":
+        if not _bwrap_works():
+            pytest.skip("needs a working bubblewrap to pass its probe")
+        real = shutil.which("bwrap")
+    # bubblewrap only: as root, the uid walls would otherwise take over, and grading work
+    env = dict(os.environ, AUTOGRADER_BWRAP=str(fake_bwrap(tmp_path, real)), AUTOGRADER_SANDBOX="bwrap")
+    r = subprocess.run([sys.executable, "-m", "autograder", "doctor"], capture_output=True, text=True, env=env,
+                       timeout=300)
+    print(r.stdout)
+    assert r.returncode == 1 and "Grading a class: FAILS" in r.stdout and "Setup is broken" in r.stdout
+    if real is None:  # the grader's own refusal, with its fix
+        assert "setting up uid map: Permission denied" in r.stdout and "--no-sandbox" in r.stdout
+    else:  # the sandbox starts, the runner does not: the grade says so
+        assert "a correct built-in answer scored 0 of 2" in r.stdout
+
+
+def venv_with_these_packages(venv: Path, clone: Path) -> Path:
+    """A virtual environment at ``venv`` that imports the course from ``clone`` and every other
+    package from this one's site-packages (no download); its python."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
+    (site / "00_course.pth").write_text(f"{clone}\n")  # before the editable install's finder
+    (site / "zz_packages.pth").write_text(f"import site; site.addsitedir({sysconfig.get_path('purelib')!r})\n")
+    return venv / "bin" / "python"
+
+
+@pytest.mark.parametrize("under", ["/tmp", "home"])
+def test_a_clone_and_venv_grade_wherever_they_are(under):
+    """The interpreter and the checkout are visible to the sandbox wherever they live."""
+    base = Path(tempfile.mkdtemp(prefix="gpu-course-test-", dir=Path.home() if under == "home" else under))
+    try:
+        clone = base / "gpu-course"
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        py = venv_with_these_packages(base / "venv", clone)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the course from the clone only
+        bank = clone / "tests" / "submissions" / "first_kernel"
+        r = subprocess.run([py, "-m", "autograder", "grade", "--lab", "first_kernel", "--simulator", "--exercise",
+                            "vector_add", "--seed", "7", "--out", "graded", bank / "correct.py",
+                            bank / "wrong_index.py"], capture_output=True, text=True, cwd=base, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr
+        with open(base / "graded" / "grades.csv", newline="") as f:
+            rows = {row["submission"]: row["vector_add"] for row in csv.DictReader(f)}
+        assert rows == {"correct": "2", "wrong_index": "0"}, (rows, r.stderr)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.gpu
