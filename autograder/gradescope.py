@@ -29,7 +29,7 @@ import zipfile
 from pathlib import Path
 
 from .results import (CASE_VISIBILITIES, NOT_GRADED, atomic_write, gradescope_json, not_graded_note,
-                      read_record, read_results)
+                      read_record, read_results, result_headline)
 from .spec import Lab
 
 ROOT_ENV = "AUTOGRADER_ROOT"
@@ -40,20 +40,34 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 
 SETUP_SH = r"""#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder image: it installs the
-# course (the wheel in wheels/, built from the instructor's checkout) into /autograder/venv.
+# course (the wheel in wheels/, built from the instructor's checkout) into /autograder/venv,
+# with the libraries the lab needs (CPU builds: Gradescope has no GPU), makes the grader's own
+# files readable by root alone, and grades the lab's own solution: the build fails unless it
+# scores full marks on everything a machine without a GPU can grade.
 set -euo pipefail
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 SRC="$ROOT/source"
 PY="${AUTOGRADER_PYTHON:-__PYTHON__}"
+EXTRAS="__EXTRAS__"
 if [ -z "${AUTOGRADER_NO_APT:-}" ] && command -v apt-get >/dev/null; then
-    # bubblewrap: the grader's sandbox, where the container allows one (the grade says if not)
+    # bubblewrap: the grader's sandbox where the container allows namespaces (Gradescope's does
+    # not; the grader then uses a user of its own, Landlock and seccomp instead)
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$(basename "$PY")" "$(basename "$PY")-venv" bubblewrap
 fi
 "$PY" -m venv "$ROOT/venv"
 INDEX=""
 if [ -f "$SRC/wheels/COMPLETE" ]; then INDEX="--no-index"; fi
-"$ROOT/venv/bin/python" -m pip install -q $INDEX --find-links "$SRC/wheels" "$SRC"/wheels/gpu_course-*.whl
+if [ -n "$EXTRAS" ] && [ -z "$INDEX" ] && [ -z "${AUTOGRADER_NO_TORCH_INDEX:-}" ]; then
+    # torch's CPU build (PyPI's Linux wheel is the CUDA one, gigabytes of libraries no one uses here)
+    "$ROOT/venv/bin/python" -m pip install -q --find-links "$SRC/wheels" \
+        --extra-index-url https://download.pytorch.org/whl/cpu torch
+fi
+WHEEL="$(ls "$SRC"/wheels/gpu_course-*.whl)"
+"$ROOT/venv/bin/python" -m pip install -q $INDEX --find-links "$SRC/wheels" "$WHEEL${EXTRAS:+[$EXTRAS]}"
+# The grader, its lab references and this folder: root's alone. Submissions run as another user.
+SITE="$("$ROOT/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+chmod -R go-rwx "$SITE/autograder" "$SITE/course" "$SRC"
 "$ROOT/venv/bin/python" -m autograder.gradescope --check
 """
 
@@ -142,9 +156,19 @@ def speed_results(gpu_out: Path, lab: Lab) -> dict[str, list[dict]]:
     return found
 
 
+def lab_extras(lab: Lab) -> list[str]:
+    """The course's extras a lab's exercises need on a machine without a GPU: torch and Triton
+    (Triton's interpreter) for torch and Triton exercises; CuPy exercises need a GPU anyway."""
+    backends = {e.backend for e in lab.exercises if not e.gpu_only}
+    return ["triton"] if backends & {"torch", "triton"} else []
+
+
+SOLUTION = "solution.ipynb"  # the lab's own solution, graded by setup.sh's self-check
+
+
 def build_zip(lab: Lab, out: Path, *, cases: str = "visible", wheelhouse: Path | None = None,
               timeout: float | None = None, memory_limit_gb: float | None = None,
-              speed_from: Path | None = None) -> Path:
+              speed_from: Path | None = None, sandbox: bool = True) -> Path:
     if cases not in CASE_VISIBILITIES:
         raise ValueError(f"--hide-cases: one of {', '.join(CASE_VISIBILITIES)}, not {cases!r}")
     deps = sorted(p for p in Path(wheelhouse).glob("*.whl") if not p.name.startswith("gpu_course-")) \
@@ -154,8 +178,12 @@ def build_zip(lab: Lab, out: Path, *, cases: str = "visible", wheelhouse: Path |
     speed = speed_results(Path(speed_from), lab) if speed_from else {}
     if speed_from and not speed:
         raise ValueError(f"--speed-from {speed_from}: no submission graded on a GPU there")
+    solution = CHECKOUT / "labs" / lab.name / "solutions" / f"{lab.name}.ipynb"
+    if not solution.is_file():
+        raise ValueError(f"no solution notebook for {lab.name} ({solution}): the zip's self-check grades it")
+    extras = lab_extras(lab)
     config = {"lab": lab.name, "cases": cases, "timeout": timeout, "memory_limit_gb": memory_limit_gb,
-              "built_from": checkout_version(), "speed": speed}
+              "built_from": checkout_version(), "speed": speed, "sandbox": sandbox, "extras": extras}
     python = wheel_python(deps) or "3"
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -165,8 +193,8 @@ def build_zip(lab: Lab, out: Path, *, cases: str = "visible", wheelhouse: Path |
         os.close(fd)
         try:
             with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
-                for name, text in (("setup.sh", SETUP_SH.replace("__PYTHON__", f"python{python}")),
-                                   ("run_autograder", RUN_AUTOGRADER)):
+                setup = SETUP_SH.replace("__PYTHON__", f"python{python}").replace("__EXTRAS__", ",".join(extras))
+                for name, text in (("setup.sh", setup), ("run_autograder", RUN_AUTOGRADER)):
                     info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
                     info.external_attr = 0o100755 << 16  # executable, as Gradescope runs them
                     info.compress_type = zipfile.ZIP_DEFLATED
@@ -174,6 +202,7 @@ def build_zip(lab: Lab, out: Path, *, cases: str = "visible", wheelhouse: Path |
                 info = zipfile.ZipInfo(CONFIG, date_time=time.localtime()[:6])
                 info.external_attr = 0o100644 << 16
                 z.writestr(info, json.dumps(config, indent=1), compress_type=zipfile.ZIP_DEFLATED)
+                z.write(solution, SOLUTION, compress_type=zipfile.ZIP_DEFLATED)
                 for w in [wheel, *deps]:  # wheels are compressed already
                     z.write(w, f"{WHEELS}/{w.name}", compress_type=zipfile.ZIP_STORED)
                 if deps:
@@ -237,7 +266,9 @@ def _kill_descendants() -> None:
 
 
 def _merge_speed(result: dict, speed: list[dict]) -> dict:
-    """The GPU run's speed tests in place of this run's (which are left out: no GPU here)."""
+    """The GPU run's speed tests in place of this run's (which are left out: no GPU here): those parts
+    are then graded, no longer pending, and the result's first line says so."""
+    headline = result_headline(result)
     have = {t.get("extra_data", {}).get("exercise") for t in result["tests"]}
     tests = [t for t in result["tests"] if (t.get("extra_data") or {}).get("part") != "speed"]
     added = [t for t in speed if t.get("extra_data", {}).get("exercise") in have]
@@ -247,6 +278,8 @@ def _merge_speed(result: dict, speed: list[dict]) -> dict:
     speed_names = {t["extra_data"]["exercise"] for t in added}
     result["extra_data"]["not_graded"] = {k: v for k, v in result["extra_data"].get("not_graded", {}).items()
                                           if not (k.endswith("/speed") and k.split("/")[0] in speed_names)}
+    result["extra_data"]["pending"] = {k: v for k, v in (result["extra_data"].get("pending") or {}).items()
+                                       if k in result["extra_data"]["not_graded"]}
     board = []
     for t in added:
         timing = t.get("extra_data", {}).get("timing") or {}
@@ -257,18 +290,20 @@ def _merge_speed(result: dict, speed: list[dict]) -> dict:
     if board:
         result["leaderboard"] = board
     lines = [line for line in result["output"].split("\n") if not line.startswith(NOT_GRADED)]
-    result["output"] = "\n".join(lines) + not_graded_note(result["extra_data"]["not_graded"]) + \
+    result["output"] = "\n".join(lines).replace(headline, result_headline(result), 1) + \
+        not_graded_note(result["extra_data"]["not_graded"]) + \
         f"\nSpeed: from the course's GPU run of this same file ({len(added)} exercise(s))."
     return result
 
 
-def _failure(lab: Lab | None, message: str, name: str = "(no submission)") -> dict:
-    """A results.json of zero points that says why, in the lab's shape where the lab is known."""
+def _failure(lab: Lab | None, message: str, name: str = "(no submission)", reason: str = "grader_failure") -> dict:
+    """A results.json of zero points that says why, in the lab's shape where the lab is known; ``reason``:
+    the REASONS code the report shows (no usable file, or the grader's own failure)."""
     if lab is None:
         return {"score": 0.0, "output": message, "tests": [], "visibility": "visible"}
     from .batch import _failed
 
-    return gradescope_json(_failed(lab, Path(name), None, True, message), lab=lab)
+    return gradescope_json(_failed(lab, Path(name), None, True, message, reason), lab=lab)
 
 
 def run(root: Path) -> dict:
@@ -283,9 +318,10 @@ def run(root: Path) -> dict:
         lab = get_lab(config["lab"])
         path, note = find_submission(root / "submission", lab)
         if path is None:
-            result = _failure(lab, note)
+            result = _failure(lab, note, reason="no_usable_file")
         elif path.stat().st_size == 0:
-            result = _failure(lab, f"{path.name} is empty: upload the notebook with your answers saved.", path.name)
+            result = _failure(lab, f"{path.name} is empty: upload the notebook with your answers saved.", path.name,
+                              reason="no_usable_file")
         else:
             result = _grade(lab, path, config, note)
     except Exception as exc:  # noqa: BLE001 - a grader bug is reported as a result, never a crash
@@ -302,8 +338,13 @@ def _grade(lab: Lab, path: Path, config: dict, note: str) -> dict:
     from .sandbox import available
 
     sandboxed, why = available()
+    if not sandboxed and config.get("sandbox", True):
+        print(f"no sandbox: {why}", file=sys.stderr)  # Gradescope shows instructors the run's output
+        return _failure(lab, "Not graded: the autograder could not make a sandbox for your code on this machine "
+                             "(your instructor can see why in the autograder's output). Please tell your instructor.",
+                        path.name)
     if not sandboxed:
-        print(f"grading without a sandbox: {why}", file=sys.stderr)
+        print(f"grading without a sandbox (built with --no-sandbox): {why}", file=sys.stderr)
         _become_subreaper()
     with tempfile.TemporaryDirectory() as work:
         try:
@@ -320,15 +361,40 @@ def _grade(lab: Lab, path: Path, config: dict, note: str) -> dict:
     return _merge_speed(result, speed) if speed else result
 
 
+def self_check(root: Path) -> int:
+    """Grade the lab's own solution as a submission is graded here: 0 if it scores every point a
+    machine without a GPU can grade, 1 (the build fails) otherwise, with what went wrong."""
+    from .labs import get_lab
+    from .sandbox import available
+
+    config = json.loads((root / "source" / CONFIG).read_text())
+    lab = get_lab(config["lab"])
+    ok, why = available()
+    print(f"sandbox: {why}" if ok else f"sandbox: none ({why})")
+    if not ok and config.get("sandbox", True):
+        print("self-check failed: no sandbox can be made here, and the zip was not built with --no-sandbox")
+        return 1
+    result = _grade(lab, root / "source" / SOLUTION, config, "")
+    pending = set(result.get("extra_data", {}).get("not_graded", {}))
+    short = [t for t in result["tests"] if float(t.get("score", 0)) < float(t.get("max_score", 0))]
+    for t in result["tests"]:
+        print(f"  {t.get('name')}: {t.get('score')}/{t.get('max_score')}")
+    if pending:
+        print(f"  not graded here (need a GPU): {', '.join(sorted(pending))}")
+    if short or not result["tests"]:
+        print(f"self-check failed: the lab's own solution lost points here: "
+              f"{'; '.join(str(t.get('name')) + ': ' + str(t.get('output', ''))[:300] for t in short) or 'no tests'}")
+        return 1
+    print(f"autograder for {lab.name} ({lab.title}) installed: its solution scores {result['score']:g} of the "
+          f"points gradable without a GPU")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     root = Path(os.environ.get(ROOT_ENV, "/autograder"))
-    if argv == ["--check"]:  # setup.sh: the lab loads, so a broken install fails the build, not a student
-        from .labs import get_lab
-
-        lab = get_lab(json.loads((root / "source" / CONFIG).read_text())["lab"])
-        print(f"autograder for {lab.name} ({lab.title}) installed, {lab.max_points:g} points")
-        return 0
+    if argv == ["--check"]:  # setup.sh: a broken install fails the build, not a student
+        return self_check(root)
     result = run(root)
     print(f"score {result.get('score')}")
     return 0

@@ -24,6 +24,8 @@ from autograder.results import gradescope_json, read_record
 from test_autograder import BANK, EXPECTED, SEED, autograder
 from test_install import run
 
+import container  # noqa: E402 - tests/ is on the path (the root conftest)
+
 ROOT = Path(__file__).resolve().parent.parent
 LAB = get_lab("first_kernel")
 
@@ -103,20 +105,24 @@ def wheelhouse() -> Path:
 
 def _gradescope_env(root: Path) -> dict:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "NUMBA_ENABLE_CUDASIM") and not k.startswith("PIP_")}
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "NUMBA_ENABLE_CUDASIM") and not k.startswith(("PIP_", "AUTOGRADER_"))}
     env.update(AUTOGRADER_ROOT=str(root), AUTOGRADER_NO_APT="1", PIP_NO_INDEX="1",
                PATH=os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".venv" not in p))
     return env
 
 
-def _submit(root: Path, env: dict, files: dict[str, bytes]) -> dict:
-    """One Gradescope run: a fresh submission folder, run_autograder, its results.json."""
+def _submit(root: Path, env: dict, files: dict[str, bytes], inside: bool = False) -> dict:
+    """One Gradescope run: a fresh submission folder, run_autograder, its results.json. ``inside``:
+    in the Docker-like container, with ``root`` at /autograder."""
     shutil.rmtree(root / "submission", ignore_errors=True)
     (root / "submission").mkdir()
     for name, data in files.items():
         (root / "submission" / name).write_bytes(data)
-    r = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True,
-                       timeout=600)
+    if inside:
+        r = container.run(["/autograder/run_autograder"], binds={"/autograder": root}, env=env, cwd=root, timeout=600)
+    else:
+        r = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True,
+                           timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads((root / "results" / "results.json").read_text())
 
@@ -132,28 +138,60 @@ def _unpack(zip_path: Path, root: Path) -> None:
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
 
 
-def test_gradescope_zip_installs_offline_and_grades_in_a_fresh_environment(wheelhouse, tmp_path):
-    zip_path = tmp_path / "first_kernel.zip"
+def _image_python() -> str | None:
+    """A Python of this version that other users may run (the image's python3: Gradescope's
+    submissions run as a user of their own), for setup.sh's venv."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (sys.executable, f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
+        real = Path(candidate).resolve()
+        if real.is_file() and all(os.stat(p).st_mode & 0o001 for p in [*real.parents][:-1]):
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def gradescope_image(wheelhouse, tmp_path_factory):
+    """The first_kernel zip as Gradescope builds its image: unpacked at /autograder in a Docker-like
+    container (root without CAP_SYS_ADMIN: bubblewrap cannot make namespaces there), setup.sh run
+    as root, offline from the bundled wheels. (zip, the folder mounted at /autograder, env, setup)."""
+    why = container.unusable()
+    python = _image_python()
+    if why or python is None:
+        pytest.skip(why or "no Python of this version that another user may run")
+    base = tmp_path_factory.mktemp("gradescope")
+    zip_path = base / "first_kernel.zip"
     autograder("gradescope", "first_kernel", "--out", str(zip_path), "--wheelhouse", str(wheelhouse),
                "--hide-cases", "after_due_date", "--timeout", "60")
+    root = base / "autograder"
+    _unpack(zip_path, root)
+    env = _gradescope_env(Path("/autograder"))
+    env["AUTOGRADER_PYTHON"] = python
+    setup = container.run(["bash", "/autograder/source/setup.sh"], binds={"/autograder": root}, env=env, cwd=root,
+                          timeout=900)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    return zip_path, root, env, setup
+
+
+def test_gradescope_zip_holds_the_wheels_the_scripts_and_the_solution_for_its_self_check(gradescope_image):
+    zip_path = gradescope_image[0]
     with zipfile.ZipFile(zip_path) as z:
         names = set(z.namelist())
-        assert {"setup.sh", "run_autograder", "gradescope.json", "wheels/COMPLETE"} <= names
+        assert {"setup.sh", "run_autograder", "gradescope.json", "solution.ipynb", "wheels/COMPLETE"} <= names
         assert any(re.fullmatch(r"wheels/gpu_course-.*\.whl", n) for n in names)
         assert (z.getinfo("run_autograder").external_attr >> 16) & 0o111, "run_autograder must be executable"
-    root = tmp_path / "autograder"
-    _unpack(zip_path, root)
-    env = _gradescope_env(root)
-    env["AUTOGRADER_PYTHON"] = sys.executable  # the image's python3; here this machine's
-    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root, env=env, capture_output=True,
-                           text=True, timeout=900)
-    assert setup.returncode == 0, setup.stdout + setup.stderr
-    assert "autograder for first_kernel" in setup.stdout
-    where = run([root / "venv/bin/python", "-c", "import autograder; print(autograder.__file__)"],
-                cwd=root, env=env).stdout
-    assert where.startswith(str(root / "venv")), f"graded with {where}, not the zip's install"
+        assert json.loads(z.read("gradescope.json"))["sandbox"] is True
 
-    right = _submit(root, env, {"first_kernel.py": (BANK / "correct.py").read_bytes()})
+
+def test_gradescope_image_builds_offline_and_grades_in_a_container_without_namespaces(gradescope_image):
+    _, root, env, setup = gradescope_image
+    # bubblewrap cannot work there: the uid walls grade, and the self-check graded the lab's own solution
+    assert "sandbox: a user of its own" in setup.stdout and "bwrap failed" in setup.stdout, setup.stdout
+    assert "its solution scores" in setup.stdout and "autograder for first_kernel" in setup.stdout, setup.stdout
+    site = next((root / "venv" / "lib").glob("python3*/site-packages"))
+    for private in (site / "autograder", site / "course", root / "source"):
+        assert not os.stat(private).st_mode & 0o077, f"{private} is readable by other users"
+
+    right = _submit(root, env, {"first_kernel.py": (BANK / "correct.py").read_bytes()}, inside=True)
     want = EXPECTED["correct"]
     graded = {t["tags"][0]: t["score"] for t in right["tests"] if t["tags"][1] == "correctness"}
     assert graded == {k: v for k, v in want.items() if k != "vector_add_cupy"}, right
@@ -161,7 +199,7 @@ def test_gradescope_zip_installs_offline_and_grades_in_a_fresh_environment(wheel
     assert not any(t["tags"][1] == "speed" for t in right["tests"]), "no GPU there: speed is not a test"
     assert "Not graded here" in right["output"]
 
-    wrong = _submit(root, env, {"first_kernel.py": (BANK / "off_by_one.py").read_bytes()})
+    wrong = _submit(root, env, {"first_kernel.py": (BANK / "off_by_one.py").read_bytes()}, inside=True)
     scores = {t["tags"][0]: t["score"] for t in wrong["tests"] if t["tags"][1] == "correctness"}
     assert scores["vector_add"] == EXPECTED["off_by_one"]["vector_add"] == 0
     failed = next(t for t in wrong["tests"] if t["tags"] == ["vector_add", "correctness"])
@@ -173,8 +211,36 @@ def test_gradescope_zip_installs_offline_and_grades_in_a_fresh_environment(wheel
                          ({"first_kernel.ipynb": b""}, "is empty"),
                          ({"first_kernel.ipynb": b"{not json"}, "not a valid notebook"),
                          ({"a.py": b"x = 1\n", "b.py": b"y = 2\n"}, "Several files")):
-        res = _submit(root, env, files)
+        res = _submit(root, env, files, inside=True)
         assert res["score"] == 0 and words in json.dumps(res), (files, res)
+
+
+GRADESCOPE_ATTACKS = ROOT / "tests" / "submissions" / "attacks" / "gradescope"
+
+
+def test_gradescope_submissions_cannot_forge_their_result_read_the_solution_or_reach_the_reference(gradescope_image):
+    _, root, env, _ = gradescope_image
+    before = {p: p.read_bytes() for p in [root / "run_autograder", *sorted((root / "source").rglob("*.sh"))]}
+    forged = _submit(root, env, {"first_kernel.py": (GRADESCOPE_ATTACKS / "forge_run_autograder.py").read_bytes()},
+                     inside=True)
+    printed = forged["extra_data"].get("printed_tail", "")
+    assert "ATTACK forge_run_autograder" in printed and "wrote" not in printed, printed
+    assert forged["score"] == 0 and "FORGED" not in json.dumps(forged), forged
+    assert all(p.read_bytes() == data for p, data in before.items()), "Gradescope's own files changed"
+    assert not list((root / "venv" / "lib").glob("python3*/site-packages/sitecustomize.py"))
+    after = _submit(root, env, {"first_kernel.py": (BANK / "correct.py").read_bytes()}, inside=True)
+    assert after["score"] == sum(v for k, v in EXPECTED["correct"].items() if k != "vector_add_cupy"), after
+
+    reference = _submit(root, env, {"first_kernel.py": (GRADESCOPE_ATTACKS / "reference_pydoc.py").read_bytes()},
+                        inside=True)
+    assert "no reference reachable" in reference["extra_data"].get("printed_tail", ""), reference
+    assert reference["score"] == 0, reference
+
+    reader = _submit(root, env, {"first_kernel.py": (GRADESCOPE_ATTACKS / "read_solution.py").read_bytes()},
+                     inside=True)
+    printed = reader["extra_data"].get("printed_tail", "")
+    assert "denied /autograder/source/solution.ipynb" in printed and "characters" not in printed, printed
+    assert reader["score"] == 0
 
 
 def test_run_autograder_reports_a_broken_install_as_a_result(tmp_path):
