@@ -19,8 +19,8 @@ from pathlib import Path
 from .collect import submission_names
 from .grade import JudgeSession, grade_submission
 from .outcome import ExerciseResult, SubmissionResult
-from .results import (RECORD, atomic_write, digest, read_record, read_results, read_shard, write_gradebook,
-                      write_record, write_result)
+from .results import (RECORD, atomic_write, digest, pending_here, read_record, read_results, read_shard,
+                      write_gradebook, write_record, write_result)
 from .spec import Lab
 
 
@@ -213,7 +213,9 @@ def _grade_all(lab, names, sources, out_dir, *, simulator, gpus, force, seed, sa
             except OSError as exc:
                 stopped.append(f"could not write the results of {name}: {exc.strerror or exc}")
                 return
-            progress.step(f"{name}: {res.score:g}/{res.max_score:g}")
+            pending = sum(pending_here(res, lab).values())  # simulator mode: out of what it can grade
+            progress.step(f"{name}: {res.score:g}/{res.max_score - pending:g}"
+                          + (f", {pending:g} pending a GPU" if pending else ""))
 
     threads = [threading.Thread(target=run, args=(i, g), daemon=True) for i, g in enumerate(gpus)]
     for t in threads:
@@ -256,9 +258,10 @@ def grader_fingerprint(lab: Lab) -> str:
     return h.hexdigest()[:16]
 
 
-def _failed(lab: Lab, path: Path, exercises, simulator: bool, message: str) -> SubmissionResult:
-    res = [ExerciseResult(e.name, e.title, e.points, e.speed.points if e.speed else 0.0, message=message)
-           for e in lab.exercises if exercises is None or e.name in exercises]
+def _failed(lab: Lab, path: Path, exercises, simulator: bool, message: str,
+            reason: str = "grader_failure") -> SubmissionResult:
+    res = [ExerciseResult(e.name, e.title, e.points, e.speed.points if e.speed else 0.0, message=message,
+                          reason=reason) for e in lab.exercises if exercises is None or e.name in exercises]
     return SubmissionResult(path.name, lab.name, "simulator" if simulator else "gpu", res, 0.0, message)
 
 

@@ -7,6 +7,7 @@ nonsense costs the submission its grade with a plain message, never the batch.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import select
@@ -21,8 +22,8 @@ from pathlib import Path
 
 from .outcome import ExerciseResult, SubmissionResult
 from .runproc import die_with_parent
-from .spec import Lab
-from .submission import forbidden_uses, load, static_problems
+from .spec import Exercise, Lab
+from .submission import Source, forbidden_uses, load, static_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_JUDGE_REPLY = 16 << 20  # bytes: results and messages, never data
@@ -49,20 +50,22 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
     notes = [] if sandboxed else [NO_SANDBOX_NOTE]
     if src.problem:
         for r in results:
-            r.message = src.problem
+            r.explain("no_usable_file", src.problem)
         return SubmissionResult(path.name, lab.name, mode, results, time.monotonic() - started, src.problem,
                                 notes=notes)
-    static = {}
+    static, static_reasons = {}, {}
     for ex in wanted:
         if ex.name in src.unparsed:
             continue  # its cell fails to compile, which the runner reports with the line
         used = forbidden_uses(src.code, ex.name, ex.forbidden)
         if used:
             static[ex.name] = "uses calls this exercise forbids: " + ", ".join(used)
+            static_reasons[ex.name] = "forbidden_call"
             continue
         problems = static_problems(src.code, ex.name, ex.forbidden, policy=ex.simulate is not None)
         if problems:
             static[ex.name] = "uses a construct graded code may not use here: " + ", ".join(problems)
+            static_reasons[ex.name] = "forbidden_construct"
     if src.ignored:
         notes.append("left out for grading, as lines only for the notebook: " + "; ".join(src.ignored)[:250])
     job = {"lab": lab.name, "cells": [c.as_job() for c in src.cells], "static": static, "seed": seed,
@@ -88,19 +91,66 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
             if r.name in by_name:
                 results[i] = ExerciseResult.checked(by_name[r.name], r)
             else:
-                r.message = "not graded (the grader stopped before this exercise)"
+                r.explain("not_graded", "not graded (the grader stopped before this exercise)")
+        for r, ex in zip(results, wanted):
+            r.reason = reason_from_source(r, ex, src, static_reasons)
         tail = str(reply.get("log_tail", ""))[-4000:]
         notes += [str(n)[:300] for n in reply.get("notes", [])][:5]
     except JudgeFailed as exc:
         for r in results:
             r.correctness = r.speed = 0.0
             r.passed = False
-            r.message = f"the grader failed on this submission: {exc}"
+            r.explain("grader_failure", f"the grader failed on this submission: {exc}")
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     return SubmissionResult(path.name, lab.name, mode, results, time.monotonic() - started, log_tail=tail,
                             notes=notes)
+
+
+def reason_from_source(res: ExerciseResult, ex: Exercise, src: Source, static_reasons: dict[str, str]) -> str:
+    """The judge's reason for a failure, made precise where the parent's own reading of the file tells
+    more: which static check refused it, a cell that does not parse, a function that is missing or
+    cannot take the exercise's arguments (the runner's word for these is not trusted)."""
+    if res.passed or res.reason in ("needs_gpu", "needs_newer_gpu", "grader_failure", "not_graded"):
+        return res.reason
+    if ex.name in static_reasons:
+        return static_reasons[ex.name]
+    if res.reason == "cell_failed" and (ex.name in src.unparsed or None in src.unparsed):
+        return "syntax_error"
+    if res.reason in ("call_failed", "cell_failed"):
+        return call_problem(src.code, ex.name, len(ex.args)) or res.reason
+    return res.reason
+
+
+def call_problem(code: str, name: str, n_args: int) -> str:
+    """"missing_function" where nothing at the top level binds ``name``, "wrong_signature" where its
+    last binding is a plain def that cannot take ``n_args`` arguments, else ""."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):
+        return ""
+    binding = next((node for node in reversed(tree.body) if name in _bound_names(node)), None)
+    if binding is None:
+        return "missing_function"
+    if not isinstance(binding, (ast.FunctionDef, ast.AsyncFunctionDef)) or binding.decorator_list:
+        return ""
+    a = binding.args
+    positional = len(a.posonlyargs) + len(a.args)
+    required = positional - len(a.defaults)
+    takes = required <= n_args and (a.vararg is not None or n_args <= positional)
+    return "" if takes and all(d is not None for d in a.kw_defaults) else "wrong_signature"
+
+
+def _bound_names(node: ast.stmt) -> list[str]:
+    """The names a top-level statement binds: a def or class, an import, an assignment's targets."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+    return [n.id for t in targets if t is not None for n in ast.walk(t)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
 
 
 class JudgeSession:

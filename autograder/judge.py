@@ -36,7 +36,7 @@ from .devmem import Arena
 from .host_parallel import one_blas_thread
 from .labs import get_lab
 from .measure import GUARD, UNCHANGED, _count, compare, describe, guard_fill, guard_pattern, overruns
-from .outcome import ExerciseResult
+from .outcome import ExerciseResult, mismatch_reason, runner_stop_reason
 from .runproc import RunnerProcess, RunnerFailed
 from .spec import Exercise, Lab
 from .timing import BATCH, SpeedResult, Target, time_batches
@@ -279,6 +279,7 @@ class Judge:
         self.gpu = None if opts.simulator else judge_gpu()
         self.runners: dict = {}  # group -> RunnerProcess (or LocalProcess)
         self.load_errors: dict = {}
+        self.load_reasons: dict = {}  # group -> REASONS code, where the judge saw why loading failed
         self.cell_errors: dict = {}  # group -> the cells that failed in that group's runner
         self.phases: dict[str, float] = {}  # seconds per part of the grading, for judge.log
         self.reference: RunnerProcess | None = None
@@ -305,7 +306,7 @@ class Judge:
     def runner_for(self, ex: Exercise):
         group = tuple(sorted(hidden_libraries(ex)))
         if group in self.load_errors:
-            raise LoadFailed(self.load_errors[group])
+            raise LoadFailed(self.load_errors[group], self.load_reasons.get(group, "load_failed"))
         proc = self.runners.get(group)
         if proc is not None and proc.alive():
             return proc
@@ -322,8 +323,9 @@ class Judge:
                 hello = proc.receive(self.opts.timeout)
             except RunnerFailed as exc:
                 self.load_errors[group] = "loading your code failed: " + str(exc)
+                self.load_reasons[group] = runner_stop_reason(str(exc))
                 self._retire(proc)
-                raise LoadFailed(self.load_errors[group]) from None
+                raise LoadFailed(self.load_errors[group], self.load_reasons[group]) from None
         if not hello.get("ok"):
             self.load_errors[group] = str(hello.get("error", "your code could not be loaded"))[:4000]
             self._retire(proc)
@@ -445,9 +447,9 @@ class Judge:
             try:
                 self.grade_one(index, ex, res)
             except LoadFailed as exc:
-                res.message = str(exc)
+                res.explain(exc.reason, str(exc))
             except RunnerFailed as exc:
-                res.message = str(exc)
+                res.explain(runner_stop_reason(str(exc)), str(exc))
                 self.drop(ex)
             except Exception as exc:  # noqa: BLE001 - a grader bug costs this exercise, not the rest
                 import traceback
@@ -455,24 +457,24 @@ class Judge:
                 traceback.print_exc()  # to judge.log
                 res.correctness = res.speed = 0.0
                 res.passed = False
-                res.message = f"the grader failed on this exercise: {type(exc).__name__}: {exc}"[:2000]
+                res.explain("grader_failure", f"the grader failed on this exercise: {type(exc).__name__}: {exc}"[:2000])
                 self.drop(ex)
         return results
 
     def grade_one(self, index: int, ex: Exercise, res: ExerciseResult) -> None:
         if ex.gpu_only and self.opts.simulator:
-            res.message = "needs a GPU: not graded in simulator mode"
+            res.explain("needs_gpu", "needs a GPU: not graded in simulator mode")
             return
         if self.gpu is not None and ex.too_old(self.gpu.cc):
-            res.message = f"{ex.too_old(self.gpu.cc)}: not graded on this GPU"
+            res.explain("needs_newer_gpu", f"{ex.too_old(self.gpu.cc)}: not graded on this GPU")
             return
         if self.static.get(ex.name):
-            res.message = self.static[ex.name]
+            res.explain("static_check", self.static[ex.name])
             return
         if self.local is None:
             failed = self.failed_cell(ex)
             if failed:
-                res.message = failed
+                res.explain("cell_failed", failed)
                 return
         proc = self.runner_for(ex)
         rng = np.random.default_rng([self.opts.seed, index])
@@ -488,31 +490,34 @@ class Judge:
                 with self.clock(f"{ex.name}: correctness cases"):
                     outputs, after, faults = self.run_case(proc, ex, params, inputs)
             except CaseFailed as exc:
-                res.message = f"{exc} on case {describe(params)}"
+                res.explain("call_failed", f"{exc} on case {describe(params)}")
                 res.cases.append(f"FAIL {describe(params)}: {exc}")
                 if self.opts.sanitize and proc.log is not None:  # memcheck stops the kernel: say what it saw
                     time.sleep(0.5)  # its report is still on its way through the pipe
                     found = sanitizer_findings(proc.log.lines_since(sanitize_mark))
                     if found:
-                        res.message = f"compute-sanitizer ({self.opts.sanitize}) found errors:\n" + "\n".join(found)
+                        res.explain("sanitizer", f"compute-sanitizer ({self.opts.sanitize}) found errors:\n" + "\n".join(found))
                 self.drop(ex)  # a CUDA error can leave the context unusable
                 return
             c = compare(ex, params, inputs, outputs, after, faults)
             err = "" if c.max_abs_err is None else f" (max abs err {c.max_abs_err:.2g})"
             line = f"{'pass' if c.passed else 'FAIL'} {describe(params)}{err}" + (f": {c.message}" if c.message else "")
             res.cases.append(line)
+            if not c.passed and not res.reason:  # the first failing case's, from the judge's own checks
+                res.reason = "out_of_bounds" if self.overran else "not_freed" if faults else mismatch_reason(c.message)
             if self.on_line is not None:
                 self.on_line(c)
         if self.opts.sanitize and proc.log is not None:
             found = sanitizer_findings(proc.log.lines_since(sanitize_mark))
             if found:
-                res.message = f"compute-sanitizer ({self.opts.sanitize}) found errors:\n" + "\n".join(found)
+                res.explain("sanitizer", f"compute-sanitizer ({self.opts.sanitize}) found errors:\n" + "\n".join(found))
                 self.drop(ex)
                 return
         n_ok = sum(line.startswith("pass") for line in res.cases)
         res.passed = n_ok == len(cases)
         res.correctness = ex.points if res.passed else 0.0
         res.message = f"all {len(cases)} cases correct" if res.passed else f"{n_ok} of {len(cases)} cases correct"
+        res.reason = "" if res.passed else res.reason or "wrong_values"
         if res.passed and self.profiling() and self.opts.simulator and ex.backend == "numba":
             with self.clock(f"{ex.name}: profile"):
                 res.profile = self.profile(ex, proc, index)
@@ -593,6 +598,7 @@ class Judge:
             self.traced = reply.get("profile")  # with profile: what the runner's trace saw
             faults = [str(f)[:500] for f in (reply.get("faults") or [])][:5]
             outputs, after = {}, {}
+            self.overran = False  # the judge's own guard check, apart from the faults the runner reports
             for n in dev_names:
                 if n in pristine and not self.changed_on_device(bufs[n].view, pristine[n]):
                     after[n] = UNCHANGED  # compared on the GPU: no need to read it back
@@ -604,6 +610,7 @@ class Judge:
                     where = " and ".join(f"{_count(k, 'element')} {side} of '{n}'" for k, side in
                                          ((after_n, "past the end"), (before_n, "before the start")) if k)
                     if where:
+                        self.overran = True
                         faults.insert(0, f"wrote to {where}: an out-of-bounds write (check your bounds)")
                 if n in ex.outputs:
                     outputs[n] = body
@@ -877,17 +884,17 @@ class Judge:
             try:
                 records.append(ex.simulate(policy, params, inputs))
             except PolicyFailed as exc:
-                res.message = f"{exc} on case {describe(params)}"
+                res.explain("call_failed", f"{exc} on case {describe(params)}")
                 return
             except (TypeError, ValueError, IndexError) as exc:  # the simulator refused an answer
-                res.message = (f"{ex.name}({', '.join(ex.args)}) answered something the engine cannot run: {exc} "
-                               f"(case {describe(params)})")
+                res.explain("invalid_answer", f"{ex.name}({', '.join(ex.args)}) answered something the engine cannot run: "
+                                              f"{exc} (case {describe(params)})")
                 return
         verdict = ex.assess(cases, records)
         res.cases = list(verdict.lines)
         res.passed = verdict.passed
         res.correctness = ex.points if res.passed else 0.0
-        res.message = verdict.message
+        res.explain("" if res.passed else "below_bar", verdict.message)
         if res.passed and ex.speed is not None:
             res.timing = {"measured": False, "ratio": verdict.ratio, "summary": verdict.summary}
             res.speed = ex.speed.score(verdict.ratio)
@@ -907,7 +914,9 @@ def judge_gpu():
 
 
 class LoadFailed(Exception):
-    pass
+    def __init__(self, message: str, reason: str = "load_failed") -> None:
+        super().__init__(message)
+        self.reason = reason  # a REASONS code: the runner's own answer only ever says "load_failed"
 
 
 class CaseFailed(Exception):

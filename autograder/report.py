@@ -1,13 +1,15 @@
 """``autograder report DIR``: what an instructor acts on, from a graded folder.
 
 - ``report.html``: one self-contained page (plots embedded): per exercise, the scores and how
-  many failed for each reason; on a GPU, a speed leaderboard and the distribution of speed
+  many failed for each reason (the reason the grader recorded, never one read from a message); on a GPU, a speed leaderboard and the distribution of speed
   ratios; per student, each exercise's score, failure reason and first failing case.
 - ``report.md``: the summary tables, for a terminal or an issue.
 - ``scores.png`` and ``speed.png``: the plots, beside them.
 
 Everything is read back from the results.json files (``read_results``), so a report of an old
-folder works too. Names shown are the submissions' folder names, never a path on this machine.
+folder works too (its failures, which carry no reason code, show as "other"). Names shown are the
+submissions' folder names, never a path on this machine. A simulator run is shown out of the points
+it could grade, with the GPU-only points pending, not lost.
 """
 from __future__ import annotations
 
@@ -20,41 +22,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import atomic_write, exercise_scores, read_results
+from .outcome import REASONS, checked_reason
+from .results import atomic_write, exercise_scores, pending_points, read_results
 from .spec import Lab
 
-# Why an exercise lost its correctness points, read from the grader's message: first match wins
-# (the more specific patterns come first: "never set" also says "elements wrong").
-REASONS = (
-    ("needs a GPU", r"needs a GPU|not graded in simulator"),
-    ("grader failure", r"the grader failed|autograder failed"),
-    ("no usable file", r"No \.ipynb or \.py|is empty|not a valid notebook|no answer cells|could not read|"
-                       r"must be \.ipynb|Several files could be"),
-    ("syntax error", r"SyntaxError|IndentationError"),
-    ("forbidden call", r"forbids"),
-    ("forbidden construct", r"may not use"),
-    ("time limit", r"did not finish within"),
-    ("memory limit", r"of host memory"),
-    ("too much output", r"printed more than"),
-    ("missing function", r"no function named|not defined"),
-    ("wrong signature", r"must take"),
-    ("import failed", r"ModuleNotFoundError|ImportError|No module named"),
-    ("out-of-bounds access", r"IndexError|out of bounds|guard element"),
-    ("input modified", r"was modified"),
-    ("elements never written", r"never set|never written"),
-    ("memory not freed", r"not freed|leak|still page-locked|unlock"),
-    ("barrier misuse", r"barrier"),
-    ("exception", r"raised \w+|\w+Error\b"),
-    ("wrong values", r"elements wrong|max abs err|expected"),
-)
 _FAIL_ROW = re.compile(r"^\| (.*?) \| \*\*FAIL\*\* \| (.*) \|$")  # a case table's failed row (results.case_table)
 
 
-def reason(message: str) -> str:
-    for label, pattern in REASONS:
-        if re.search(pattern, message):
-            return label
-    return "other"
+def reason_label(test: dict) -> str:
+    """The label of the reason the grader recorded with a failed correctness test. A test written
+    before reason codes has none: "other", never a label guessed from its message, which can hold
+    the learner's own words."""
+    return REASONS[checked_reason((test.get("extra_data") or {}).get("reason"), False)]
 
 
 def first_failure(output: str) -> str:
@@ -73,14 +52,19 @@ class Outcome:
     """One student's exercise, as the report shows it."""
     score: float
     passed: bool
-    reason: str = ""  # why correctness was lost ("" when it was not)
+    reason: str = ""  # why correctness was lost ("" when it was not), or why it is pending
     first_case: str = ""
     message: str = ""
+    pending: bool = False  # its correctness waits for the course's GPU run: not lost
+
+    @property
+    def shade(self) -> str:
+        return "na" if self.pending or self.reason == "not graded" else "bad" if self.reason else "ok"
 
 
 def outcomes(result: dict, lab: Lab) -> dict[str, Outcome]:
     per = exercise_scores(result)
-    skipped = (result.get("extra_data") or {}).get("not_graded") or {}
+    pending = pending_points(result, lab)
     found = {}
     for ex in lab.exercises:
         tests = [t for t in result.get("tests", []) if isinstance(t, dict)
@@ -88,19 +72,28 @@ def outcomes(result: dict, lab: Lab) -> dict[str, Outcome]:
         correct = next((t for t in tests if t["extra_data"].get("part") == "correctness"), None)
         out = Outcome(per.get(ex.name, 0.0), False)
         if correct is None:
-            why = skipped.get(f"{ex.name}/correctness")
-            out.reason = why if why else "not graded"
+            out.pending = f"{ex.name}/correctness" in pending
+            out.reason = "pending: needs a GPU" if out.pending else "not graded"
         elif float(correct.get("score", 0)) >= float(correct.get("max_score", 0)) - 1e-9:
             out.passed = True
         else:
             text = str(correct.get("output", ""))
             out.message = text.split("\n\n")[0].splitlines()[0] if text.strip() else ""
             out.first_case = next(filter(None, (first_failure(str(t.get("output", ""))) for t in tests)), "")
-            # "5 of 8 cases correct" says no reason: the first failing case does
-            out.reason = reason(text.split("\n\n")[0] or text)
-            if out.reason == "other" and out.first_case:
-                out.reason = reason(out.first_case)
+            out.reason = reason_label(correct)
         found[ex.name] = out
+    return found
+
+
+def pending_per_exercise(results: dict[str, dict], lab: Lab) -> dict[str, dict[str, float]]:
+    """Per submission, per exercise: the points pending a GPU run (a simulator run's GPU-only parts)."""
+    found = {}
+    for name, res in results.items():
+        per: dict[str, float] = {}
+        for part, points in pending_points(res, lab).items():
+            ex = part.split("/")[0]
+            per[ex] = per.get(ex, 0.0) + points
+        found[name] = per
     return found
 
 
@@ -136,7 +129,7 @@ def leaderboard(results: dict[str, dict], lab: Lab) -> dict[str, list[tuple[str,
                                                                          if kv[0] in order else len(order))}
 
 
-def _plots(out_dir: Path, lab: Lab, results, scores, ratios) -> tuple[Path, Path]:
+def _plots(out_dir: Path, lab: Lab, results, scores, ratios, most: dict[str, float]) -> tuple[Path, Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -145,9 +138,10 @@ def _plots(out_dir: Path, lab: Lab, results, scores, ratios) -> tuple[Path, Path
     n = len(lab.exercises)
     fig, axes = plt.subplots(1, n, figsize=(3.2 * n, 2.8), squeeze=False)
     for ax, ex in zip(axes[0], lab.exercises):
-        ax.hist(scores[ex.name], bins=np.linspace(0, ex.max_points, 9), color="#4477aa", edgecolor="white")
+        top = most[ex.name] or ex.max_points  # an exercise all pending a GPU: its full range
+        ax.hist(scores[ex.name], bins=np.linspace(0, top, 9), color="#4477aa", edgecolor="white")
         ax.set_title(ex.name, fontsize=9)
-        ax.set_xlabel(f"points (of {ex.max_points:g})")
+        ax.set_xlabel(f"points (of {top:g})")
     axes[0][0].set_ylabel("submissions")
     fig.suptitle(f"{lab.title}: score per exercise ({len(results)} submissions)")
     fig.tight_layout()
@@ -175,19 +169,26 @@ def _plots(out_dir: Path, lab: Lab, results, scores, ratios) -> tuple[Path, Path
 def write_report(out_dir: Path, lab: Lab, top: int = 10) -> list[Path]:
     out_dir = Path(out_dir)
     results, scores, ratios, totals = collect(out_dir, lab)
-    scores_png, speed_png = _plots(out_dir, lab, results, scores, ratios)
+    pending = pending_per_exercise(results, lab)
+    # Each submission's exercise out of what its mode could grade (a simulator run: no GPU-only parts)
+    gradable = {ex.name: [ex.max_points - pending[name].get(ex.name, 0.0) for name in results] for ex in lab.exercises}
+    most = {name: max(g, default=0.0) for name, g in gradable.items()}
+    scores_png, speed_png = _plots(out_dir, lab, results, scores, ratios, most)
     per_student = {name: outcomes(res, lab) for name, res in results.items()}
-    counts = {ex.name: Counter(o[ex.name].reason for o in per_student.values() if o[ex.name].reason)
-              for ex in lab.exercises}
+    counts = {ex.name: Counter(o[ex.name].reason for o in per_student.values() if o[ex.name].reason
+                               and not o[ex.name].pending) for ex in lab.exercises}
     board = leaderboard(results, lab)
+    any_pending = any(pending.values())
 
-    summary = [("exercise", "max", "mean", "median", "full marks", "median speed ratio")]
+    summary = [("exercise", "max", "mean", "median", "full marks", "median speed ratio",
+                *(["pending (GPU run)"] if any_pending else []))]
     for ex in lab.exercises:
         v = np.array(scores[ex.name] or [0.0])
-        full = int(np.sum(np.isclose(v, ex.max_points)))
+        graded = [(s, g) for s, g in zip(scores[ex.name], gradable[ex.name]) if g > 0]
+        full = f"{sum(1 for s, g in graded if np.isclose(s, g))}/{len(graded)}" if graded else "-"
         r = f"{np.median(ratios[ex.name]):.2f}" if ratios[ex.name] else "-"
-        summary.append((ex.name, f"{ex.max_points:g}", f"{v.mean():.2f}", f"{np.median(v):.2f}",
-                        f"{full}/{len(scores[ex.name])}", r))
+        summary.append((ex.name, f"{most[ex.name]:g}", f"{v.mean():.2f}", f"{np.median(v):.2f}", full, r,
+                        *([f"{ex.max_points - most[ex.name]:g}"] if any_pending else [])))
     reasons = [("exercise", "reason", "submissions")] + [
         (ex, why, str(k)) for ex, c in counts.items() for why, k in c.most_common()]
     fastest = [("exercise", "rank", "submission", "speed ratio", "median time (us)")] + [
@@ -195,6 +196,13 @@ def write_report(out_dir: Path, lab: Lab, top: int = 10) -> list[Path]:
         for ex, rows in board.items() for i, (name, ratio, sec) in enumerate(rows[:top], 1)]
     t = np.array(totals or [0.0])
     total_line = f"Total: mean {t.mean():.2f}, median {np.median(t):.2f} of {lab.max_points:g}."
+    if any_pending:
+        out_of = max(lab.max_points - sum(p.values()) for p in pending.values())
+        parts = sorted({part for res in results.values() for part in pending_points(res, lab)},
+                       key=lambda p: ([e.name for e in lab.exercises].index(p.split("/")[0]), p))
+        total_line = (f"Total: mean {t.mean():.2f}, median {np.median(t):.2f} of {out_of:g} (simulator mode; "
+                      f"{lab.max_points - out_of:g} pending the course's GPU run, not lost: "
+                      f"{', '.join(p.replace('/', ' ') for p in parts)}).")
 
     def md_table(rows) -> list[str]:
         cells = [[str(c).replace("|", "\\|") for c in row] for row in rows]
@@ -216,7 +224,7 @@ def write_report(out_dir: Path, lab: Lab, top: int = 10) -> list[Path]:
         row = [name, f"{float(results[name].get('score', 0)):g}"]
         for ex in lab.exercises:
             o = per[ex.name]
-            row.append((f"{o.score:g}", o.reason, o.first_case or o.message))
+            row.append((f"{o.score:g}", o.reason, o.first_case or o.message, o.shade))
         students.append(tuple(row))
     page = _html(lab, len(results), total_line, summary, reasons, fastest, students,
                  {"scores": scores_png, "speed": speed_png})
@@ -234,9 +242,8 @@ def _html(lab: Lab, n: int, total_line: str, summary, reasons, fastest, students
         for row in rows[1:]:
             cells = []
             for c in row:
-                if isinstance(c, tuple):  # a student's exercise: score, reason, first failing case
-                    score, why, case = c
-                    kind = "na" if why in ("needs a GPU", "not graded") else "bad" if why else "ok"
+                if isinstance(c, tuple):  # a student's exercise: score, reason, first failing case, shade
+                    score, why, case, kind = c
                     cells.append(f"<td class='{kind}'><b>{e(score)}</b>"
                                  + (f"<br><span class=why>{e(why)}</span>" if why else "")
                                  + (f"<br><small>{e(case[:300])}</small>" if case else "") + "</td>")

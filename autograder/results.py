@@ -17,11 +17,37 @@ from pathlib import Path
 
 import hashlib
 import math
+import re
 
 from .outcome import SubmissionResult
 from .spec import Lab
 
 RECORD = ".autograder.json"
+PENDING_COLUMN = "pending (GPU run)"  # points only a GPU can grade, in what a simulator run exports
+
+# A cell a spreadsheet would run as a formula starts so (OWASP's CSV-injection rule); a plain number
+# that starts with a sign is still a number.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def spreadsheet_cell(value) -> str:
+    """A CSV cell that Excel, LibreOffice and Google Sheets read as the text or number it is, never as
+    a formula: text that starts as a formula does gets a leading single quote (shown as part of the
+    text), numbers stay numbers. Every CSV the course writes goes through csv_text, which uses this."""
+    text = str(value)
+    if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def csv_text(rows) -> str:
+    """Rows as CSV text, every cell through spreadsheet_cell (roster cells and names are not ours)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    for row in rows:
+        w.writerow([spreadsheet_cell(c) for c in row])
+    return buf.getvalue()
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -98,6 +124,49 @@ def not_graded_note(skipped: dict[str, str]) -> str:
 NOT_GRADED = "Not graded here, for want of a GPU: "
 
 
+def pending_here(res: SubmissionResult, lab: Lab | None) -> dict[str, float]:
+    """The points of the parts simulator mode could not grade ({"exercise/part": points}): pending
+    the course's GPU run, not lost."""
+    maxima = {f"{e.name}/{part}": most for e in res.exercises
+              for part, most in (("correctness", e.max_correctness), ("speed", e.max_speed))}
+    return {part: maxima[part] for part in _not_gradable_here(res, lab) if maxima.get(part)}
+
+
+def part_points(lab: Lab, part: str) -> float:
+    """The points of an "exercise/part" of the lab (correctness or speed); 0 for a part it lacks."""
+    name, _, kind = part.partition("/")
+    try:
+        ex = lab.exercise(name)
+    except KeyError:
+        return 0.0
+    return float(ex.points if kind == "correctness" else ex.speed.points if kind == "speed" and ex.speed else 0.0)
+
+
+def pending_points(result: dict, lab: Lab) -> dict[str, float]:
+    """The parts of a results.json that simulator mode could not grade, with their points: pending the
+    course's GPU run, not lost. Read from the record of what was left out ("not_graded"), so folders
+    graded before this was written read the same; empty for a GPU run."""
+    extra = result.get("extra_data") if isinstance(result.get("extra_data"), dict) else {}
+    if extra.get("mode") != "simulator" or not isinstance(extra.get("not_graded"), dict):
+        return {}
+    return {part: part_points(lab, part) for part in extra["not_graded"] if part_points(lab, part)}
+
+
+def score_headline(score: float, max_score: float, pending: float, mode: str) -> str:
+    """The first line of a result: out of the points graded here, with what waits for a GPU said apart."""
+    if pending <= 0:
+        return f"{score:g} of {max_score:g} points ({mode} mode)"
+    return (f"{score:g} of {max_score - pending:g} points graded so far ({mode} mode); {pending:g} more, for "
+            f"parts only a GPU can grade, are pending the course's GPU run (not lost)")
+
+
+def result_headline(result: dict) -> str:
+    """score_headline for a results.json as gradescope_json writes it."""
+    extra = result.get("extra_data") or {}
+    return score_headline(float(result.get("score", 0)), float(extra.get("max_score", 0)),
+                          sum((extra.get("pending") or {}).values()), str(extra.get("mode")))
+
+
 def gradescope_json(res: SubmissionResult, *, cases: str = "visible", lab: Lab | None = None) -> dict:
     """A submission's result as Gradescope's results.json. ``cases``: the visibility of the
     detailed case lists (CASE_VISIBILITIES). ``extra_data`` carries what the gradebook and the
@@ -112,6 +181,7 @@ def gradescope_json(res: SubmissionResult, *, cases: str = "visible", lab: Lab |
         except KeyError:
             lab = None
     skipped = _not_gradable_here(res, lab)
+    pending = pending_here(res, lab)
     tests = []
     leaderboard = []
     for i, e in enumerate(res.exercises, 1):
@@ -136,7 +206,7 @@ def gradescope_json(res: SubmissionResult, *, cases: str = "visible", lab: Lab |
                 "output_format": "md",
                 "tags": [e.name, "correctness"],
                 "visibility": "visible",
-                "extra_data": {"exercise": e.name, "part": "correctness",
+                "extra_data": {"exercise": e.name, "part": "correctness", "reason": e.reason,
                                **({"profile": e.profile} if e.profile else {})},
             })
         if e.max_speed and f"{e.name}/speed" not in skipped:
@@ -180,13 +250,13 @@ def gradescope_json(res: SubmissionResult, *, cases: str = "visible", lab: Lab |
     result = {
         "score": res.score,
         "execution_time": round(res.seconds, 2),
-        "output": (res.problem or f"{res.score:g} of {res.max_score:g} points ({res.mode} mode)") + notes,
+        "output": (res.problem or score_headline(res.score, res.max_score, sum(pending.values()), res.mode)) + notes,
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
         "extra_data": {"submission": res.submission, "lab": res.lab, "mode": res.mode,
                        "max_score": res.max_score, "printed_tail": res.log_tail[-2000:], "notes": res.notes,
-                       "not_graded": skipped},
+                       "not_graded": skipped, "pending": pending},
     }
     if leaderboard:
         result["leaderboard"] = leaderboard
@@ -286,16 +356,19 @@ def exercise_scores(result: dict) -> dict[str, float]:
 
 
 def write_gradebook(out_dir: Path, lab: Lab) -> Path:
+    """grades.csv: a row per graded submission. A simulator run's "max" is what could be graded there,
+    and a PENDING_COLUMN holds the points only a GPU can grade (a GPU run's columns are as ever)."""
     names = [e.name for e in lab.exercises]
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["submission", *names, "total", "max", "flags"])
-    for sub, result in read_results(out_dir, lab).items():
+    results = read_results(out_dir, lab)
+    pending = {sub: sum(pending_points(result, lab).values()) for sub, result in results.items()}
+    with_pending = any(pending.values())
+    rows = [["submission", *names, "total", "max", *([PENDING_COLUMN] if with_pending else []), "flags"]]
+    for sub, result in results.items():
         scores = exercise_scores(result)
         flags = sum(len(t.get("extra_data", {}).get("flags", []) or []) for t in result.get("tests", [])
                     if isinstance(t.get("extra_data"), dict))
-        w.writerow([sub, *[f"{scores.get(n, 0.0):g}" for n in names], f"{float(result.get('score', 0)):g}",
-                    f"{lab.max_points:g}", flags])
+        rows.append([sub, *[f"{scores.get(n, 0.0):g}" for n in names], f"{float(result.get('score', 0)):g}",
+                     f"{lab.max_points - pending[sub]:g}", *([f"{pending[sub]:g}"] if with_pending else []), flags])
     path = Path(out_dir) / "grades.csv"
-    atomic_write(path, buf.getvalue())
+    atomic_write(path, csv_text(rows))
     return path

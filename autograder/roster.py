@@ -7,6 +7,12 @@ The roster is a CSV as Canvas (Student, ID, SIS User ID, SIS Login ID, Section) 
 its local part. So ``jdoe.ipynb``, ``jdoe_lab2.ipynb`` and Canvas's ``doejane_12345_678_lab.ipynb``
 all match. What matched nothing, and who has no submission, is said, never guessed.
 
+A student may choose a login or e-mail address, never the institution's ID, so a match by an ID
+outranks a match by a login: a classmate's chosen address cannot take a submission whose name
+carries its writer's ID (Canvas's download names do). A submission that names several students
+with the same kind of key counts for none of them: it is printed, marked in each student's row and
+listed in a review file beside the CSV, for the instructor to decide.
+
 Late penalties: a due time, a percentage of the score lost per day or part of a day late, a
 grace period and a cutoff; submission times come from the files' modification times or a CSV.
 """
@@ -21,7 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from .collect import collect, safe_name, submission_names
-from .results import atomic_write, exercise_scores, read_results
+from .results import PENDING_COLUMN, atomic_write, csv_text, exercise_scores, pending_points, read_results
 from .spec import Lab
 
 
@@ -40,7 +46,19 @@ KEEP_HEADERS = ("section",)  # carried into the output: Canvas's import expects 
 class Student:
     row: dict[str, str]  # the roster's columns that identify the student, as exported
     name: str
-    keys: list[str] = field(default_factory=list)  # lower-case, safe_name'd: what submission names contain
+    # Keys: lower-case, safe_name'd, what submission names contain. IDs are the institution's; a
+    # login or e-mail address (and its local part) may be the student's own choice.
+    ids: list[str] = field(default_factory=list)
+    logins: list[str] = field(default_factory=list)
+
+
+def _keys(values) -> list[str]:
+    """The keys of roster cells: each value, and an address's local part; longest first."""
+    keys = set()
+    for value in values:
+        value = (value or "").strip().lower()
+        keys.update([value, value.split("@", 1)[0]] if "@" in value else [value])
+    return sorted({safe_name(k).lower() for k in keys if len(k) >= 3}, key=len, reverse=True)
 
 
 def read_roster(path: Path) -> tuple[list[str], list[Student]]:
@@ -67,27 +85,25 @@ def read_roster(path: Path) -> tuple[list[str], list[Student]]:
             " ".join(x for x in ((row.get(first) or "").strip(), (row.get(last) or "").strip()) if x)
         if "points possible" in name.lower():  # Canvas's second row: the maximum of each column
             continue
-        keys = []
-        for h in ids + logins:
-            value = (row.get(h) or "").strip().lower()
-            if value:
-                keys.append(value)
-                if "@" in value:
-                    keys.append(value.split("@", 1)[0])
-        keys = sorted({safe_name(k).lower() for k in keys if len(k) >= 3}, key=len, reverse=True)
-        if keys:
-            students.append(Student({h: row.get(h) or "" for h in keep}, name or keys[0], keys))
+        id_keys = _keys(row.get(h) for h in ids)
+        login_keys = [k for k in _keys(row.get(h) for h in logins) if k not in id_keys]
+        if id_keys or login_keys:
+            students.append(Student({h: row.get(h) or "" for h in keep}, name or (id_keys + login_keys)[0],
+                                    id_keys, login_keys))
     return keep, students
 
 
-def owner(name: str, students: list[Student]) -> list[int]:
-    """The students a submission's name belongs to (more than one: ambiguous)."""
+def _names(name: str, keys: list[str]) -> bool:
+    """Whether a submission's name is one of the keys or holds one as a whole _/- separated part."""
     low = name.lower()
-    found = []
-    for i, s in enumerate(students):
-        if any(low == k or re.search(rf"(^|[_-]){re.escape(k)}($|[_-])", low) for k in s.keys):
-            found.append(i)
-    return found
+    return any(low == k or re.search(rf"(^|[_-]){re.escape(k)}($|[_-])", low) for k in keys)
+
+
+def owner(name: str, students: list[Student]) -> list[int]:
+    """The students a submission's name belongs to: those it names by the strongest kind of key, an
+    ID before a login (which a student may choose). More than one: ambiguous."""
+    by_id = [i for i, s in enumerate(students) if _names(name, s.ids)]
+    return by_id or [i for i, s in enumerate(students) if _names(name, s.logins)]
 
 
 @dataclass(frozen=True)
@@ -174,30 +190,35 @@ def write_lms_grades(out_dir: Path, lab: Lab, roster: Path, out: Path | None = N
     if policy.due is not None and not when:
         raise ValueError("a late penalty needs submission times: --submissions DIR or --times CSV")
     column = column or lab.name
-    unmatched, ambiguous = [], []
+    unmatched, contested = [], {}  # contested: a submission -> the students it names equally
     theirs: dict[int, list[str]] = {}
     for name in results:
         who = owner(name, students)
         if not who:
             unmatched.append(name)
         elif len(who) > 1:
-            ambiguous.append(f"{name} ({' / '.join(students[i].name for i in who)})")
+            contested[name] = who
         else:
             theirs.setdefault(who[0], []).append(name)
+    pending = {n: sum(pending_points(r, lab).values()) for n, r in results.items()}
+    counted = theirs_flat(theirs)
+    with_pending = any(pending[n] for n in counted)
     exercises = [e.name for e in lab.exercises]
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    details = [*exercises, f"{column} (before late penalty)", "days late", "late penalty %", "submission", "status"]
-    w.writerow([*keep, column, *([] if grade_only else details)])
+    details = [*exercises, f"{column} (before late penalty)",
+               *([f"{column} out of", PENDING_COLUMN] if with_pending else []),
+               "days late", "late penalty %", "submission", "status"]
+    rows = [[*keep, column, *([] if grade_only else details)]]
 
     def write(s: Student, grade: str, values: list) -> None:
-        w.writerow([*(s.row[h] for h in keep), grade, *([] if grade_only else values)])
+        rows.append([*(s.row[h] for h in keep), grade, *([] if grade_only else values)])
     several, missing = [], []
     for i, s in enumerate(students):
         subs = theirs.get(i, [])
+        also = ambiguity(i, contested, students)
         if not subs:
-            missing.append(s.name)
-            write(s, "", [""] * (len(details) - 1) + ["no submission"])
+            if not also:
+                missing.append(s)
+            write(s, "", [""] * (len(details) - 1) + [also or "no submission"])
             continue
         # Several: the latest one counts where times are known, else the best.
         pick = max(subs, key=lambda n: (when[n].timestamp() if n in when else float("-inf"),
@@ -207,24 +228,64 @@ def write_lms_grades(out_dir: Path, lab: Lab, roster: Path, out: Path | None = N
         raw = float(results[pick].get("score", 0))
         pct = policy.penalty_percent(when.get(pick))
         scores = exercise_scores(results[pick])
+        status = "graded" if pick in when or policy.due is None else "graded (submission time unknown)"
         write(s, f"{round(raw * (1 - pct / 100), 2):g}",
-              [*(f"{scores.get(e, 0.0):g}" for e in exercises), f"{raw:g}", policy.days_late(when.get(pick)),
-               f"{pct:g}", pick, "graded" if pick in when or policy.due is None else "graded (submission time unknown)"])
+              [*(f"{scores.get(e, 0.0):g}" for e in exercises), f"{raw:g}",
+               *([f"{lab.max_points - pending[pick]:g}", f"{pending[pick]:g}"] if with_pending else []),
+               policy.days_late(when.get(pick)), f"{pct:g}", pick, "; ".join(filter(None, (status, also)))])
     out = Path(out) if out else Path(out_dir) / "grades-roster.csv"
-    atomic_write(out, buf.getvalue())
+    atomic_write(out, csv_text(rows))
+    review = out.with_name(out.stem + "-review.csv")
+    atomic_write(review, csv_text(review_rows(keep, students, contested, unmatched, missing)))
     lines = [f"{out}: {len(students)} students, {len(students) - len(missing)} with a graded submission"]
     for title, items in (("Submissions that match no student", unmatched),
-                         ("Submissions that match several students (not counted)", ambiguous),
+                         ("Submissions that name several students alike: counted for none of them; decide who "
+                          "wrote each (their rows say so)",
+                          [f"{n} ({' / '.join(students[i].name for i in who)})" for n, who in contested.items()]),
                          ("Students with several submissions", several),
-                         ("Students with no submission (grade left blank)", missing)):
+                         ("Students with no submission (grade left blank)", [s.name for s in missing])):
         if items:
             lines += [f"{title} ({len(items)}):", *(f"  {x}" for x in items)]
     if policy.due is not None:
-        unknown = [n for n in theirs_flat(theirs) if n not in when]
+        unknown = [n for n in counted if n not in when]
         if unknown:
             lines += [f"Submissions with no known time (no penalty applied) ({len(unknown)}):",
                       *(f"  {x}" for x in unknown)]
+    if with_pending:
+        lines.append(pending_note(sorted({lab.max_points - pending[n] for n in counted}),
+                                  sorted({pending[n] for n in counted}), column))
+    if contested or unmatched or missing:
+        lines.append(f"To review: {review}")
     return "\n".join(lines)
+
+
+def ambiguity(i: int, contested: dict[str, list[int]], students: list[Student]) -> str:
+    """What a student's row says of the submissions that name them and a classmate alike ("" if none)."""
+    notes = [f"ambiguous: {name} names {' and '.join(students[j].name for j in who if j != i)} too, so it "
+             f"counts for neither; decide who wrote it" for name, who in contested.items() if i in who]
+    return "; ".join(notes)
+
+
+def review_rows(keep: list[str], students: list[Student], contested: dict[str, list[int]], unmatched: list[str],
+                missing: list[Student]) -> list[list[str]]:
+    """The review file: every submission or student whose grade waits for the instructor's decision."""
+    rows = [["problem", "submission", "student", *keep, "what was done"]]
+    for name, who in contested.items():
+        rows += [["ambiguous: names several students", name, students[i].name, *(students[i].row[h] for h in keep),
+                  "counted for none of them: decide who wrote it"] for i in who]
+    rows += [["matches no student", name, "", *([""] * len(keep)), "not counted"] for name in unmatched]
+    rows += [["no submission", "", s.name, *(s.row[h] for h in keep), "grade left blank"] for s in missing]
+    return rows
+
+
+def pending_note(gradable: list[float], pending: list[float], column: str) -> str:
+    """What an instructor importing a simulator run into an LMS must know: the maximum to give the
+    assignment, and that the GPU-only points are pending, not lost."""
+    most = f"{gradable[0]:g} points" if len(gradable) == 1 else f"the points in the '{column} out of' column"
+    more = f"{pending[0]:g} more points" if len(pending) == 1 else "More points"
+    return (f"Graded in simulator mode: the grades are out of {most}, all that could be graded without a GPU. "
+            f"{more}, for the parts only a GPU can grade, are pending the course's GPU run ('{PENDING_COLUMN}' "
+            f"column), not lost. Give the LMS assignment {most} for now, or import the GPU run's grades.")
 
 
 def theirs_flat(theirs: dict[int, list[str]]) -> list[str]:

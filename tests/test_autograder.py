@@ -82,6 +82,23 @@ def test_failures_are_explained_in_plain_words(bank_grades, sub, words):
     assert words in res["tests"][0]["output"], res["tests"][0]["output"]
 
 
+@pytest.mark.parametrize("sub, reason", [
+    ("syntax_error", "syntax_error"), ("infinite_loop", "time_limit"), ("crash", "forbidden_construct"),
+    ("huge_output", "too_much_output"), ("wrong_signature", "wrong_signature"), ("mutates_input", "input_modified"),
+    ("library_result", "forbidden_call"), ("partial_write", "never_written"), ("no_bounds_check", "call_failed"),
+    ("import_error", "cell_failed"), ("memory_hog", "memory_limit"), ("off_by_one", "never_written"),
+    ("correct", ""),
+])
+def test_failures_carry_the_graders_own_reason(bank_grades, sub, reason):
+    """The reason code the report shows, recorded where the grader decided the outcome (never read
+    from the message, which can hold the learner's words)."""
+    out, _ = bank_grades
+    res = json.loads((out / sub / "results.json").read_text())
+    vector_add = next(t for t in res["tests"]
+                      if (t["extra_data"]["exercise"], t["extra_data"]["part"]) == ("vector_add", "correctness"))
+    assert vector_add["extra_data"]["reason"] == reason, vector_add
+
+
 def test_results_json_is_gradescope_format(bank_grades):
     out, _ = bank_grades
     res = json.loads((out / "correct" / "results.json").read_text())
