@@ -261,7 +261,7 @@ def _html(lab: Lab, n: int, total_line: str, summary, reasons, fastest, students
         f"<title>{e(lab.title)}: grading report</title>",
         "<style>body{font-family:sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;margin:1em 0}"
         "td,th{border:1px solid #ccc;padding:.3em .5em;vertical-align:top;text-align:left}"
-        "td.bad{background:#fdecea}td.ok{background:#eef7ee}td.na{background:#f4f4f4}.why{color:#a00}small{color:#555}"
+        "td.bad{background:#fdecea}td.ok{background:#eef7ee}td.na{background:#f4f4f4}.why{color:#a00}td.na .why{color:#555}small{color:#555}"
         "img{max-width:100%}</style></head><body>",
         f"<h1>{e(lab.title)}: grading report</h1><p>{n} submissions graded. {e(total_line)}</p>",
         table(summary), image(images["scores"], "score per exercise"),
