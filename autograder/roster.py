@@ -9,9 +9,10 @@ all match. What matched nothing, and who has no submission, is said, never guess
 
 A student may choose a login or e-mail address, never the institution's ID, so a match by an ID
 outranks a match by a login: a classmate's chosen address cannot take a submission whose name
-carries its writer's ID (Canvas's download names do). A submission that names several students
-with the same kind of key counts for none of them: it is printed, marked in each student's row and
-listed in a review file beside the CSV, for the instructor to decide.
+carries its writer's ID (Canvas's download names do). An ID that is also a classmate's key (a SID
+a student typed in) outranks nothing. A submission that names several students with the same kind
+of key counts for none of them: it is printed, marked in each student's row and listed in a review
+file beside the CSV, for the instructor to decide.
 
 Late penalties: a due time, a percentage of the score lost per day or part of a day late, a
 grace period and a cutoff; submission times come from the files' modification times or a CSV.
@@ -22,6 +23,7 @@ import csv
 import io
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -90,6 +92,10 @@ def read_roster(path: Path) -> tuple[list[str], list[Student]]:
         if id_keys or login_keys:
             students.append(Student({h: row.get(h) or "" for h in keep}, name or (id_keys + login_keys)[0],
                                     id_keys, login_keys))
+    held = Counter(k for s in students for k in set(s.ids + s.logins))
+    for s in students:  # a key two students hold names neither: it never carries an ID's weight
+        s.logins = sorted(set(s.logins) | {k for k in s.ids if held[k] > 1}, key=len, reverse=True)
+        s.ids = [k for k in s.ids if held[k] == 1]
     return keep, students
 
 

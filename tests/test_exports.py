@@ -168,6 +168,18 @@ def test_a_classmates_id_in_ones_own_file_name_changes_nobody_elses_grade(tmp_pa
     assert "malory_66666_999_12345" in said and "several students" in said
 
 
+def test_an_id_that_copies_a_classmates_login_does_not_outrank_it(tmp_path):
+    """Where students type their own SID (Gradescope's self-enrolment), Mallory enters John's login as
+    hers. A key two students share names neither: John's submission is not hers, and it is reported."""
+    out = graded(tmp_path / "out", {"jdoe_lab": perfect("j")})
+    roster = tmp_path / "roster.csv"
+    roster.write_text("First Name,Last Name,SID,Email\nJohn,Doe,S002,jdoe@uni.edu\nMal,Ory,jdoe,mal@evil.example\n")
+    said = write_lms_grades(out, LAB, roster, tmp_path / "lms.csv")
+    book = {r["Email"]: r for r in rows(tmp_path / "lms.csv")}
+    assert book["mal@evil.example"][LAB.name] == "", (book, said)
+    assert "ambiguous" in book["jdoe@uni.edu"]["status"] and "jdoe_lab (John Doe / Mal Ory)" in said, said
+
+
 TIE = """First Name,Last Name,SID,Email
 Jane,Doe,S001,jane.doe@uni.edu
 Mal,Ory,S666,doe@evil.example
