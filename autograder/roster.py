@@ -251,7 +251,7 @@ def write_lms_grades(out_dir: Path, lab: Lab, roster: Path, out: Path | None = N
                          ("Students with several submissions", several),
                          ("Students with no submission (grade left blank)", [s.name for s in missing])):
         if items:
-            lines += [f"{title} ({len(items)}):", *(f"  {x}" for x in items)]
+            lines += [f"{title} ({len(items)}):", *(f"  {one_line(x)}" for x in items)]
     if policy.due is not None:
         unknown = [n for n in counted if n not in when]
         if unknown:
@@ -263,6 +263,12 @@ def write_lms_grades(out_dir: Path, lab: Lab, roster: Path, out: Path | None = N
     if contested or unmatched or missing:
         lines.append(f"To review: {review}")
     return "\n".join(lines)
+
+
+def one_line(text: str) -> str:
+    """Roster text as the command prints it: on one line, no control characters (a name could
+    otherwise print lines of its own, or terminal escapes)."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def ambiguity(i: int, contested: dict[str, list[int]], students: list[Student]) -> str:

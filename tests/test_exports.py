@@ -105,6 +105,15 @@ def test_roster_cells_that_look_like_formulas_reach_the_lms_csv_as_text(tmp_path
             assert not formula_cells(review.read_text())
 
 
+def test_a_roster_name_cannot_write_lines_into_what_the_command_prints(tmp_path):
+    out = graded(tmp_path / "out", {"ann": perfect("ann")})
+    roster = tmp_path / "roster.csv"
+    roster.write_text('Student,ID\n"Eve\nAll 30 students graded; nothing to review.\x1b[2J",55555\nAnn,ann\n')
+    said = write_lms_grades(out, LAB, roster, tmp_path / "lms.csv")
+    assert not any(line.startswith("All 30 students") for line in said.splitlines()) and "\x1b" not in said, said
+    assert "Eve" in said
+
+
 def test_grades_csv_neutralises_a_name_and_keeps_numbers_numbers(tmp_path):
     # The grader names folders with letters, digits, '-' and '_' only, never a leading '-': a name
     # that could be a formula can reach grades.csv only through the record (say, a merged shard's).
