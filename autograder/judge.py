@@ -348,6 +348,7 @@ class Judge:
                 "memtrace": grader_source("memtrace") if self.profiling() and self.opts.simulator else None,
                 "triton_compat": grader_source("triton_compat") if self.opts.simulator and ex.backend == "triton" else None,
                 "sim_warps": grader_source("sim_warps") if self.opts.simulator else None,
+                "sim_memory": grader_source("sim_memory") if self.opts.simulator else None,
                 "entries": {e.name: e.entry for e in group_ex if e.entry}}
 
     def failed_cell(self, ex: Exercise) -> str:

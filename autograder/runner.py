@@ -630,6 +630,8 @@ class StrictBarriers:
             if not barriers.intact():  # e.g. another block manager swapped in for this launch only
                 barriers.found = barriers.found or barriers.TAMPERED
             thread.barrier_site = site(sys._getframe(1))
+            # its accesses after this barrier are ordered after every thread's before it (sim_memory's race check)
+            thread.grader_phase = getattr(thread, "grader_phase", 0) + 1
             block = thread._manager
             with block.arrivals:  # the block's manager wakes when the last of its threads waits or ends
                 thread.syncthreads_blocked = True
@@ -776,6 +778,11 @@ class StrictBarriers:
     def intact(self) -> bool:
         return all(vars(owner).get(name) is value for owner, name, value in self._expected)
 
+    def expect(self, owner, name: str) -> None:
+        """The grader's own later patch of something a launch goes through (sim_memory's launch):
+        what is there now is what must stay."""
+        self._expected = [(o, n, vars(o).get(n) if (o, n) == (owner, name) else v) for o, n, v in self._expected]
+
     def problem(self) -> str:
         """A divergence found since the last call (or a changed check), then forgets it."""
         found, self.found = self.found, ""
@@ -898,6 +905,13 @@ def entry_function(source: str, name: str, namespace: dict):
     return _grader_module(source, f"entry_{name}")["entry"](namespace)
 
 
+def install_sim_memory(install):
+    """The simulator's device memory under the guard's rules (see sim_memory.install)."""
+    return install(guarded=lambda: GUARD.active,
+                   host_rules=lambda: (bool(GUARD.rules.get("host_read")), bool(GUARD.rules.get("host_write"))),
+                   refuse=GUARD.refuse)
+
+
 _BARRIERS: list = []
 
 
@@ -1005,6 +1019,7 @@ class Runner:
         # Before any learner code runs: barriers the simulator would let diverge fail the call.
         self.barriers = None if self.gpu else strict_barriers()
         self.memtrace = None  # --profile: the grader's memory-access tracer (memtrace.py), loaded first
+        self.sim_memory = None  # simulator: device arrays that expose nothing, every access checked (sim_memory.py)
 
     def load_memtrace(self, source: str) -> None:
         """The judge's copy of memtrace.py, as a module of its own (the sandbox holds no other
@@ -1039,6 +1054,13 @@ class Runner:
         if job.get("sim_warps") and not self.gpu:
             # warp shuffles and syncwarp for Numba's simulator (the grader's sim_warps.py, sent as source)
             _grader_module(job["sim_warps"], "sim_warps")["patch_simulator"]()
+        if job.get("sim_memory") and not self.gpu and not job.get("trusted"):
+            # the learner's device arrays: opaque, element access from a kernel's own threads only, every
+            # access checked for races and bounds (the grader's sim_memory.py, sent as source)
+            self.sim_memory = install_sim_memory(_grader_module(job["sim_memory"], "sim_memory")["install"])
+            from numba.cuda.simulator import kernel as sim_kernel
+
+            self.barriers.expect(sim_kernel.FakeCUDAKernel, "__call__")
         if job.get("triton_compat") and not self.gpu and "triton" in sys.modules:
             # Triton's interpreter with NumPy 2.4 (the grader's triton_compat.py, sent as source)
             _grader_module(job["triton_compat"], "triton_compat")["patch_interpreter"]()
@@ -1140,6 +1162,8 @@ class Runner:
                 import torch
 
                 return torch.from_numpy(view)
+            if self.sim_memory is not None:
+                return self.sim_memory.array(view, desc.get("name") or "an argument")
             from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
             return FakeCUDAArray(view)
@@ -1226,7 +1250,7 @@ class Runner:
                 self._run(fn, args, leaks)
             self.synchronize()
             self._copy_back(private)
-            problem = self.barrier_problem()
+            problem = self.barrier_problem() or self.memory_problem()
             if problem:
                 return {"ok": False, "error": problem}
             if leaks is not None and leaks.leaked():
@@ -1237,7 +1261,7 @@ class Runner:
                     faults.append(f"left the host array '{d.get('name', i)}' page-locked (registered): unregister "
                                   "it before returning (the cuda.pinned context manager does this for you)")
         except BaseException as exc:  # noqa: BLE001 - learner errors are grades
-            return {"ok": False, "error": self.barrier_problem() or self.describe(exc, msg)}
+            return {"ok": False, "error": self.barrier_problem() or self.memory_problem() or self.describe(exc, msg)}
         finally:
             self._unpin()
         reply = {"ok": True, "faults": faults}
@@ -1251,6 +1275,11 @@ class Runner:
     def barrier_problem(self) -> str:
         """A barrier divergence (simulator) since the last time asked, or ''."""
         return self.barriers.problem() if self.barriers is not None else ""
+
+    def memory_problem(self) -> str:
+        """A race, an out-of-bounds or uninitialised access, or an array used outside its kernel
+        (simulator) since the last time asked, or ''."""
+        return self.sim_memory.problem() if self.sim_memory is not None else ""
 
     def _private(self, args, msg) -> list:
         """Under compute-sanitizer: each device array copied into an allocation of its exact

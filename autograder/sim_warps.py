@@ -91,6 +91,10 @@ def syncwarp(self, mask=FULL):
     _check_mask(mask, "syncwarp")
     w, _, warp = _warp_of_thread()
     w.wait("syncwarp", warp)
+    # the lane's accesses after it are ordered after its warp's before it (sim_memory's race check);
+    # a shuffle exchanges registers only, so it orders no memory access
+    t = threading.current_thread()
+    t.grader_warp_phase = getattr(t, "grader_warp_phase", 0) + 1
 
 
 def patch_simulator() -> bool:
