@@ -47,16 +47,16 @@ def perfect(name: str, mode: str = "simulator") -> SubmissionResult:
         exs.append(ExerciseResult("vector_add_cupy", "CuPy", 1, 1, correctness=1, speed=1.0, passed=True,
                                   message="all 2 cases correct"))
     else:
-        exs.append(ExerciseResult("vector_add_cupy", "CuPy", 1, 1, message="needs a GPU: not graded in simulator mode"))
-        exs[-1].reason = "needs_gpu"
+        exs.append(ExerciseResult("vector_add_cupy", "CuPy", 1, 1, message="needs a GPU: not graded in simulator mode",
+                                  reason="needs_gpu"))
     return SubmissionResult(f"{name}.py", LAB.name, mode, exs, 1.0)
 
 
 def failing(name: str, message: str, reason: str = "call_failed") -> SubmissionResult:
     """vector_add fails with this message; the rest as in ``perfect``."""
     res = perfect(name)
-    res.exercises[0] = ExerciseResult("vector_add", "Vector add", 2, 1, message=message, cases=[f"FAIL n=1: {message}"])
-    res.exercises[0].reason = reason
+    res.exercises[0] = ExerciseResult("vector_add", "Vector add", 2, 1, message=message, reason=reason,
+                                      cases=[f"FAIL n=1: {message}"])
     return res
 
 
