@@ -274,7 +274,7 @@ def one_line(text: str) -> str:
 def ambiguity(i: int, contested: dict[str, list[int]], students: list[Student]) -> str:
     """What a student's row says of the submissions that name them and a classmate alike ("" if none)."""
     notes = [f"ambiguous: {name} names {' and '.join(students[j].name for j in who if j != i)} too, so it "
-             f"counts for neither; decide who wrote it" for name, who in contested.items() if i in who]
+             f"counts for no one; decide who wrote it" for name, who in contested.items() if i in who]
     return "; ".join(notes)
 
 
