@@ -243,7 +243,7 @@ def write_lms_grades(out_dir: Path, lab: Lab, roster: Path, out: Path | None = N
     atomic_write(out, csv_text(rows))
     review = out.with_name(out.stem + "-review.csv")
     atomic_write(review, csv_text(review_rows(keep, students, contested, unmatched, missing)))
-    lines = [f"{out}: {len(students)} students, {len(students) - len(missing)} with a graded submission"]
+    lines = [f"{out}: {len(students)} students, {len(theirs)} with a graded submission"]
     for title, items in (("Submissions that match no student", unmatched),
                          ("Submissions that name several students alike: counted for none of them; decide who "
                           "wrote each (their rows say so)",
