@@ -89,6 +89,8 @@ class RunnerProcess:
     """One runner: ``job`` is its first message (what to load)."""
 
     _rss_checked = 0.0  # when the memory of its processes was last summed (time.monotonic)
+    _scratch_checked = 0.0  # when the uid walls' scratch folder was last measured
+    cmd = None  # the sandbox's command (sandbox.Command): its uid and folders, released when the runner ends
 
     def __init__(self, job: dict, *, simulator: bool, sandboxed: bool, slot: int = 0,
                  memory_limit_gb: float = 16.0, hidden: dict | None = None, trusted: bool = False,
@@ -104,7 +106,6 @@ class RunnerProcess:
         # Simulator mode: Numba's CUDA simulator, and Triton's interpreter for Triton kernels.
         env_extra = {"NUMBA_ENABLE_CUDASIM": "1" if simulator else "0", "TRITON_INTERPRET": "1" if simulator else "0"}
         self.tmp = None
-        self.cmd = None  # the sandbox's command: its uid and folders, released when the runner ends
         if self.sandboxed:
             argv = [sys.executable, sandbox.RUNNER_ARG, str(child.fileno()), sandbox.UID_ARG]
             limits = sandbox.Limits(memory_gb=memory_limit_gb)
@@ -157,7 +158,6 @@ class RunnerProcess:
         self.log = OutputLog(out_r)
         uid = self.cmd.uid if self.cmd is not None and self.cmd.walls == "uid" else None
         self.tree = sandbox.ProcessTree(self.proc.pid, self.sandboxed, uid=uid)
-        self._scratch_checked = 0.0
         self.mapped: set[int] = set()
         self.send(job)
 
