@@ -23,7 +23,7 @@ from pathlib import Path
 from .outcome import ExerciseResult, SubmissionResult
 from .runproc import die_with_parent
 from .spec import Exercise, Lab
-from .submission import Source, forbidden_uses, load, static_problems
+from .submission import Source, load_and_check_bounded
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_JUDGE_REPLY = 16 << 20  # bytes: results and messages, never data
@@ -43,8 +43,12 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
     timeout = timeout or lab.timeout_s
     memory_limit_gb = memory_limit_gb or lab.memory_limit_gb
     work_dir.mkdir(parents=True, exist_ok=True)
-    src = load(path, [e.name for e in lab.exercises])
     wanted = [e for e in lab.exercises if exercises is None or e.name in exercises]
+    # Read and checked in a process of its own, with its own time and memory limits: a file too
+    # large or too deeply nested for the checks costs its own grade, not the grader's.
+    checked = load_and_check_bounded(path, [e.name for e in lab.exercises],
+                                     {e.name: (e.forbidden, e.simulate is not None) for e in wanted})
+    src = checked.source
     results = [ExerciseResult(e.name, e.title, e.points, e.speed.points if e.speed else 0.0) for e in wanted]
     mode = "simulator" if simulator else "gpu"
     notes = [] if sandboxed else [NO_SANDBOX_NOTE]
@@ -53,19 +57,9 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
             r.explain("no_usable_file", src.problem)
         return SubmissionResult(path.name, lab.name, mode, results, time.monotonic() - started, src.problem,
                                 notes=notes)
-    static, static_reasons = {}, {}
-    for ex in wanted:
-        if ex.name in src.unparsed:
-            continue  # its cell fails to compile, which the runner reports with the line
-        used = forbidden_uses(src.code, ex.name, ex.forbidden)
-        if used:
-            static[ex.name] = "uses calls this exercise forbids: " + ", ".join(used)
-            static_reasons[ex.name] = "forbidden_call"
-            continue
-        problems = static_problems(src.code, ex.name, ex.forbidden, policy=ex.simulate is not None)
-        if problems:
-            static[ex.name] = "uses a construct graded code may not use here: " + ", ".join(problems)
-            static_reasons[ex.name] = "forbidden_construct"
+    static = {name: message for name, (_, message) in checked.static.items()}
+    static_reasons = {name: reason for name, (reason, _) in checked.static.items()}
+    notes += src.notes  # malformed cells left out
     if src.ignored:
         notes.append("left out for grading, as lines only for the notebook: " + "; ".join(src.ignored)[:250])
     job = {"lab": lab.name, "cells": [c.as_job() for c in src.cells], "static": static, "seed": seed,
