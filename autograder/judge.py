@@ -340,7 +340,8 @@ class Judge:
         group_ex = [e for e in self.lab.exercises if tuple(sorted(hidden_libraries(e))) == group]
         patterns = sorted({p for e in group_ex for p in rules(e)["deny"]})
         common = [p for p in patterns if all(p in rules(e)["deny"] for e in group_ex)]
-        return {"mode": "sim" if self.opts.simulator else "gpu", "setup": self.lab.setup, "cells": self.cells,
+        return {"mode": "sim" if self.opts.simulator else "gpu", "cells": self.cells,
+                "setup": self.lab.grading_setup(self.opts.simulator),  # the lab's set-up cell's names too
                 "libraries": sorted({lib for e in group_ex for lib in libraries(e)}),
                 "patterns": patterns, "load_rules": {"deny": common, "allow": []},
                 "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),

@@ -10,6 +10,7 @@ any difference.
 """
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import posixpath
@@ -120,4 +121,144 @@ def release(source: Path) -> Path:
     nb = json.loads(Path(source).read_text(encoding="utf-8"))
     target = student_path(Path(source))
     target.write_text(dumps(student_notebook(nb, target.stem)), encoding="utf-8")
+    write_setup_cells(Path(source).resolve().parents[3])
     return target
+
+
+# --------------------------------------------------------------------------- the set-up cells, for grading
+# A lab's set-up cell (the first code cell: MODE = course.setup(), the imports, the checker) defines
+# names that answer cells may use, as in the notebook. The grader never runs the learner's copy of
+# it: it runs what it can of the instructor's, kept in the grader's package (the notebooks are not),
+# with MODE as course.setup() returns it in the grading mode.
+SETUP_CELLS = Path(__file__).resolve().parent / "labs" / "_setup_cells.py"
+SETUP_CELLS_HEAD = (
+    '"""Each lab\'s set-up cell, as its solution notebook (labs/<lab>/solutions/<lab>.ipynb) has it: written by\n'
+    "`autograder release`, never edited (a test regenerates it and fails on any difference). Grading defines the\n"
+    'names these cells define that it can (spec.Lab.grading_setup, release.setup_names)."""\n\n'
+)
+
+
+def _calls_course_setup(source: str) -> bool:
+    from .submission import strip_magics
+
+    try:
+        tree = ast.parse(strip_magics(source))
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Call) and ast.unparse(n.func) == "course.setup" for n in ast.walk(tree))
+
+
+def setup_cell(nb: dict) -> str:
+    """The notebook's set-up cells: its code cells up to the one that calls course.setup(), if one
+    does before the first answer cell; else none."""
+    from .submission import answer_of
+
+    sources = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        if answer_of(cell):
+            return ""
+        src = cell.get("source", "")
+        sources.append("".join(src) if isinstance(src, list) else src)
+        if _calls_course_setup(sources[-1]):
+            return "\n".join(sources)
+    return ""
+
+
+def setup_cells_module(root: Path) -> str:
+    """The text of autograder/labs/_setup_cells.py for the solution notebooks under ``root``."""
+    entries = []
+    for path in solution_notebooks(root):
+        source = setup_cell(json.loads(path.read_text(encoding="utf-8")))
+        lines = "".join(f"        {line!r}\n" for line in source.splitlines(keepends=True)) or "        ''\n"
+        entries.append(f"    {path.stem!r}: (\n{lines}    ),\n")
+    return SETUP_CELLS_HEAD + "SETUP_CELLS = {\n" + "".join(entries) + "}\n"
+
+
+def write_setup_cells(root: Path) -> Path:
+    text = setup_cells_module(root)
+    if not SETUP_CELLS.exists() or SETUP_CELLS.read_text(encoding="utf-8") != text:
+        SETUP_CELLS.write_text(text, encoding="utf-8")
+    return SETUP_CELLS
+
+
+# Modules whose names the grader never defines: the course's own helpers and the checker (not in the
+# sandbox), IPython, and plots (no answer draws; importing them in every runner would cost seconds).
+NOT_FOR_GRADING = {"autograder", "course", "IPython", "matplotlib"}
+
+
+def _setup_value(stmt: ast.stmt) -> bool:
+    """MODE = course.setup(...)."""
+    return isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) \
+        and ast.unparse(stmt.value.func) == "course.setup" and all(isinstance(t, ast.Name) for t in stmt.targets)
+
+
+def _imported(stmt: ast.stmt) -> list[str]:
+    """The top-level packages an import statement loads."""
+    if isinstance(stmt, ast.Import):
+        return [a.name.split(".")[0] for a in stmt.names]
+    if isinstance(stmt, ast.ImportFrom):
+        return [(stmt.module or "").split(".")[0]]
+    return []
+
+
+def _gradable(stmt: ast.stmt, defined: set[str]) -> list[str] | None:
+    """The names a set-up statement binds, if the grader can run it: an import of a library, or an
+    assignment to names computed only from names already defined (and builtins); else None."""
+    import builtins
+
+    if isinstance(stmt, ast.Import):
+        if any(m in NOT_FOR_GRADING for m in _imported(stmt)):
+            return None
+        return [(a.asname or a.name).split(".")[0] for a in stmt.names]
+    if isinstance(stmt, ast.ImportFrom):
+        if stmt.level or _imported(stmt)[0] in NOT_FOR_GRADING:
+            return None
+        return [a.asname or a.name for a in stmt.names if a.name != "*"] or None
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if not all(isinstance(t, ast.Name) for t in targets):
+            return None
+        read = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+        return [t.id for t in targets] if read <= defined | set(dir(builtins)) else None
+    return None
+
+
+def _guarded(stmt: ast.stmt) -> str:
+    """A set-up statement as grading runs it: on its own (a library missing from an exercise's runner
+    leaves its names undefined, nothing else), and an import of a library outside the standard one
+    only where the runner has loaded it already (for the lab's setup or the exercise): grading loads
+    no library for a name an answer may not use."""
+    import sys
+
+    body = ast.unparse(stmt).replace("\n", "\n    ")
+    text = f"try:\n    {body}\nexcept Exception:\n    pass"
+    libraries = sorted({m for m in _imported(stmt) if m not in sys.stdlib_module_names})
+    if libraries:
+        loaded = " and ".join(f"{m!r} in __import__('sys').modules" for m in libraries)
+        text = f"if {loaded}:\n    " + text.replace("\n", "\n    ")
+    return text
+
+
+def setup_names(cell: str, mode: str) -> str:
+    """What grading runs of a lab's set-up cell, after the lab's setup and before the answer cells
+    (``mode``: "gpu" or "simulator"): MODE as course.setup() returns it, the cell's imports of
+    libraries and the values it computes from them. The course's helpers, the checker and plots
+    stay the notebook's."""
+    from .submission import strip_magics
+
+    if not cell:
+        return ""
+    defined, out = set(), []
+    for stmt in ast.parse(strip_magics(cell)).body:
+        if _setup_value(stmt):
+            names = [t.id for t in stmt.targets]
+            out += [f"{name} = {mode!r}" for name in names]
+            defined.update(names)
+            continue
+        names = _gradable(stmt, defined)
+        if names is not None:
+            out.append(_guarded(stmt))
+            defined.update(names)
+    return "# what grading defines of the lab's set-up cell, as in the notebook\n" + "\n".join(out) + "\n"

@@ -171,6 +171,16 @@ class Lab:
     # module, whose reference policy is what the exercise asks for.
     engine: tuple[str, ...] = ()
 
+    def grading_setup(self, simulator: bool) -> str:
+        """What a learner's runner runs before the answer cells: ``setup``, then what grading can run
+        of the lab's own set-up cell (release.setup_names): MODE as course.setup() returns it in this
+        mode, the cell's imports and the values it computes from them. They come from the
+        instructor's cell (autograder/labs/_setup_cells.py), never from the learner's copy."""
+        from .labs._setup_cells import SETUP_CELLS
+        from .release import setup_names
+
+        return self.setup + setup_names(SETUP_CELLS.get(self.name, ""), "simulator" if simulator else "gpu")
+
     def exercise(self, name: str) -> Exercise:
         for ex in self.exercises:
             if ex.name == name:

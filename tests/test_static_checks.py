@@ -359,3 +359,71 @@ def test_notebook_only_lines_are_left_out_only_where_alone_on_their_line():
     kept, dropped = submission.drop_notebook_only(code)
     assert dropped == ["import course", "MODE = course.setup()", "check(f)"]
     assert kept.split("\n")[2] == "x = 1; check(f)"
+
+
+# --------------------------------------------------------------------------- the lab's set-up cell, for grading
+def test_the_set_up_cells_module_is_regenerated_exactly():
+    from autograder.release import SETUP_CELLS, setup_cells_module
+
+    assert SETUP_CELLS.read_text() == setup_cells_module(ROOT), f"{SETUP_CELLS} is stale: run `autograder release`"
+
+
+def cell_names(lab: str) -> dict[str, set[str]]:
+    """The names a lab's set-up cell binds: all, and those its imports of libraries bind."""
+    from autograder.labs._setup_cells import SETUP_CELLS
+    from autograder.release import NOT_FOR_GRADING
+
+    tree = ast.parse(submission.strip_magics(SETUP_CELLS[lab]))
+    imports = {(a.asname or a.name).split(".")[0] for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))
+               and not getattr(s, "level", 0) and (getattr(s, "module", None) or s.names[0].name).split(".")[0]
+               not in NOT_FOR_GRADING for a in s.names}
+    return {"all": set(submission.defined_names(SETUP_CELLS[lab])), "imports": imports}
+
+
+@pytest.mark.parametrize("lab", lab_names())
+def test_grading_defines_the_set_up_cells_names_with_the_modes_values(lab):
+    spec = get_lab(lab)
+    for simulator, mode in ((True, "simulator"), (False, "gpu")):
+        setup = spec.grading_setup(simulator)
+        assert f"MODE = {mode!r}" in setup
+        tree = ast.parse(setup)
+        defined = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | {
+            (a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+            for a in n.names}
+        names = cell_names(lab)
+        want = names["imports"] | {"MODE"} | ({"DEVICE"} & names["all"])
+        assert want <= defined, f"{lab}: the set-up cell's {sorted(want - defined)} are not defined when grading"
+
+
+def test_the_set_up_names_take_the_grading_modes_values():
+    for lab, simulator, want in (("first_kernel", True, {"MODE": "simulator"}), ("first_kernel", False, {"MODE": "gpu"}),
+                                 ("paged_attention", True, {"MODE": "simulator", "DEVICE": "cpu"}),
+                                 ("paged_attention", False, {"MODE": "gpu", "DEVICE": "cuda"})):
+        namespace: dict = {}
+        exec(get_lab(lab).grading_setup(simulator), namespace)
+        assert {k: namespace.get(k) for k in want} == want, lab
+        assert "check" not in namespace and "checker" not in namespace and "course" not in namespace
+
+
+def test_an_answer_that_prints_mode_keeps_its_points_and_the_learners_set_up_cell_is_not_used(tmp_path):
+    """print(MODE) left in saxpy's answer cell cost a correct answer its points (NameError when loaded).
+    MODE is the grader's, from the instructor's set-up cell: a learner's edited copy changes nothing."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_autograder import autograder, gradebook
+
+    honest = ROOT / "tests" / "submissions" / "first_kernel" / "prints_mode.ipynb"
+    nb = json.loads(honest.read_text())
+    setup = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    setup["source"] = "".join(setup["source"]).replace("MODE = course.setup()", 'MODE = "my own mode"')
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "prints_mode.ipynb").write_bytes(honest.read_bytes())
+    (subs / "edited_setup.ipynb").write_text(json.dumps(nb))
+    out = tmp_path / "out"
+    autograder("grade", "--lab", "first_kernel", "--simulator", "--timeout", "20", "--exercise", "vector_add",
+               "--exercise", "saxpy", "--out", out, subs)
+    book = gradebook(out)
+    for name in ("prints_mode", "edited_setup"):
+        assert (float(book[name]["vector_add"]), float(book[name]["saxpy"])) == (2, 2), book[name]
+        printed = json.loads((out / name / "results.json").read_text())["extra_data"]["printed_tail"]
+        assert "saxpy: running in simulator mode" in printed, printed
