@@ -235,10 +235,16 @@ def cmd_slurm(args) -> int:
         gpus = 1 if any("gpu" in g for g in gres) else 0
         print(f"GPUs per task: {gpus} (the nodes' gres: {', '.join(sorted(set(gres)))}; "
               f"--gpus-per-task overrides)", file=sys.stderr)
+    workers = parsed.workers or 1
+    if workers > 1 and gpus and not parsed.simulator:
+        raise SystemExit("autograder: --workers is for simulator mode: on a GPU, use --gpus-per-task (one worker "
+                         "per GPU), or --gpus-per-task 0")
     cpus = args.cpus_per_task
-    if cpus is None:  # the judge and the runner side by side; fewer on nodes that have fewer
+    if cpus is None:  # the judge and the runner side by side; fewer on nodes that have fewer; a core per worker
         counts = [int(c) for c in _sinfo(args.partition, "%c") or [] if c.isdigit()]
-        cpus = min(2, max(counts)) if counts else 2
+        cpus = max(min(2, max(counts)) if counts else 2, workers)
+    elif cpus < workers:
+        raise SystemExit(f"autograder: --cpus-per-task {cpus} for --workers {workers}: each worker needs a CPU")
     if gpus == 0 and "--simulator" not in grade:
         grade.append("--simulator")  # no GPU allocated: a node's GPUs are not this job's to use
     elif gpus > 1 and not any(g.startswith("--gpus") for g in grade):
