@@ -83,7 +83,7 @@ class Source:
     ignored: list[str] = field(default_factory=list)  # notebook-only lines left out, for the feedback
     unparsed: set[str] = field(default_factory=set)  # exercises whose own cell does not parse
     notes: list[str] = field(default_factory=list)  # malformed parts of the file, left out
-    program: Program | None = field(default=None, repr=False)  # the cells that parse, for the static checks
+    program: Program | None = field(default=None, repr=False, compare=False)  # the cells that parse, for the checks
 
     def as_json(self) -> dict:
         return {"code": self.code, "filename": self.filename, "answers": self.answers, "problem": self.problem,
@@ -271,7 +271,8 @@ def _cell_text(source) -> tuple[str, str]:
         text, problem = source, ""
     elif isinstance(source, list):
         text = "".join(x for x in source if isinstance(x, str))
-        problem = "" if all(isinstance(x, str) for x in source) else "parts of its source that are not text were left out"
+        texts = all(isinstance(x, str) for x in source)
+        problem = "" if texts else "parts of its source that are not text were left out"
     else:
         text, problem = "", f"its source is {_json_kind(source)} in JSON, not text: it was read as empty"
     if _SURROGATE.search(text):
@@ -745,7 +746,8 @@ def _construct_problems(node: ast.AST, prog: Program, match_args_ok: set[int]) -
     if isinstance(node, ast.Attribute):
         owner = node.value.id if isinstance(node.value, ast.Name) else ""
         found.append(_attribute_problem(node.attr, owner in ("self", "cls") and node.attr in prog.own_private))
-        if node.attr in FORMAT_METHODS and not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+        literal = isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        if node.attr in FORMAT_METHODS and not literal:
             found.append(f".{node.attr} on a template that is not a string literal (str.format reads the "
                          "attributes its fields name)")
         elif node.attr in FORMAT_METHODS and _template_attributes(node.value.value) is None:
@@ -809,7 +811,8 @@ def static_verdicts(src: Source, rules: dict[str, tuple]) -> dict[str, tuple[str
             continue
         problems = static_problems(prog, name, patterns, policy=policy)
         if problems:
-            verdicts[name] = ("forbidden_construct", "uses a construct graded code may not use here: " + _listed(problems))
+            verdicts[name] = ("forbidden_construct",
+                              "uses a construct graded code may not use here: " + _listed(problems))
     return verdicts
 
 

@@ -1,9 +1,9 @@
 # ATTACK (abort): denial of grading through the static check. One chained assignment of 500 names,
 # repeated 10 times, and vector_add names the first of them: the static check walked every statement once
-# per name it binds and once per name that reached it (500 * 500 * 10 node visits a check), over 75 s in the grader's own
-# process, and the submissions after this one waited or were never graded. The kernel itself is right.
+# per name it binds and once per name that reached it (500 * 500 * 10 node visits a check), 77 s in the
+# grader's own process, and the submissions after this one waited or were never graded. The kernel is right.
 # A secure grader: the checks are linear in the file's size and have their own time and memory limits;
-# `autograder grade` exits 0 and every other submission of the batch is graded as usual.
+# `autograder grade` exits 0, this submission is graded as usual and so is every other of the batch.
 from numba import cuda
 
 
