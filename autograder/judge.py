@@ -340,6 +340,7 @@ class Judge:
         group_ex = [e for e in self.lab.exercises if tuple(sorted(hidden_libraries(e))) == group]
         patterns = sorted({p for e in group_ex for p in rules(e)["deny"]})
         common = [p for p in patterns if all(p in rules(e)["deny"] for e in group_ex)]
+        triton = any(e.backend == "triton" for e in group_ex)
         return {"mode": "sim" if self.opts.simulator else "gpu", "cells": self.cells,
                 "setup": self.lab.grading_setup(self.opts.simulator),  # the lab's set-up cell's names too
                 "libraries": sorted({lib for e in group_ex for lib in libraries(e)}),
@@ -347,7 +348,8 @@ class Judge:
                 "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),
                 "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
                 "memtrace": grader_source("memtrace") if self.profiling() and self.opts.simulator else None,
-                "triton_compat": grader_source("triton_compat") if self.opts.simulator and ex.backend == "triton" else None,
+                "triton_compat": grader_source("triton_compat") if self.opts.simulator and triton else None,
+                "triton_guard": grader_source("triton_guard") if self.opts.simulator and triton else None,
                 "sim_warps": grader_source("sim_warps") if self.opts.simulator else None,
                 "sim_memory": grader_source("sim_memory") if self.opts.simulator else None,
                 "entries": {e.name: e.entry for e in group_ex if e.entry}}

@@ -27,6 +27,7 @@ import socket
 import struct
 import sys
 import threading
+import types
 
 MAX_IN = 64 << 20  # bytes of one message from the judge (cases can be long lists)
 TEXT = 2000  # characters of an error message sent back
@@ -495,6 +496,75 @@ def torch_math_mode():
 _TENSOR_LIBRARIES = ("torch", "numpy", "functorch")
 
 
+class ModuleSeal:
+    """Library modules are not the submission's to change.
+
+    Every module loaded when learner code starts (and each submodule imported into one later) gets
+    a class of its own whose ``__setattr__`` and ``__delattr__`` refuse a call made directly by
+    learner code: replacing ``torch.testing._internal.optests.opcheck``, say, however the module was
+    reached (an attribute chain, a match pattern, ``setattr`` under another name). Library code
+    (importlib adding a submodule, a library's own caches) sets attributes as before. ``changed()``
+    also names modules the submission swapped in ``sys.modules`` behind the grader's back: the
+    grader's own checks (the entry exercises) refuse to run on a changed library.
+    """
+
+    EXEMPT = ("submission", "engine", "__main__", "grader_")
+
+    def __init__(self) -> None:
+        self.classes: dict = {}
+        self.modules: dict = {}
+
+    def protect(self, module) -> None:
+        name = getattr(module, "__name__", "")
+        if not isinstance(name, str) or name.startswith(self.EXEMPT) or self.modules.get(name) is module:
+            return
+        cls = type(module)
+        if not getattr(cls, "_grader_sealed", False):
+            try:  # object's own __setattr__: a module class of the library's may refuse __class__ (torch's configs)
+                object.__setattr__(module, "__class__", self._sealed(cls))
+            except Exception:  # noqa: BLE001 - a module whose type cannot change (rare extension modules): unguarded
+                pass
+        self.modules[name] = module
+
+    def protect_all(self) -> None:
+        for module in list(sys.modules.values()):
+            if isinstance(module, types.ModuleType):
+                self.protect(module)
+
+    def _sealed(self, cls):
+        made = self.classes.get(cls)
+        if made is not None:
+            return made
+        guard, seal = GUARD, self
+
+        def refuse_learner(module, name: str) -> None:
+            f = sys._getframe(2)
+            if guard.active and f is not None and id(f.f_code) in guard.code_ids:
+                raise guard.refuse(f"changing {getattr(module, '__name__', 'a module')}.{name} (a library's "
+                                   "modules are not the submission's to change)")
+
+        def __setattr__(self, name, value):
+            refuse_learner(self, name)
+            cls.__setattr__(self, name, value)
+            if isinstance(value, types.ModuleType):  # a submodule being imported: sealed as it arrives
+                seal.protect(value)
+
+        def __delattr__(self, name):
+            refuse_learner(self, name)
+            cls.__delattr__(self, name)
+
+        made = self.classes[cls] = type(cls.__name__, (cls,), {"__setattr__": __setattr__, "__delattr__": __delattr__,
+                                                                "__module__": cls.__module__, "_grader_sealed": True})
+        return made
+
+    def changed(self, package: str) -> list[str]:
+        """Modules of ``package`` that ``sys.modules`` no longer holds as they were sealed (swapped, not
+        removed). Other packages may swap their own entries (lazy aliases): the grader's checks use
+        this one's."""
+        return [n for n, m in self.modules.items() if (n == package or n.startswith(package + "."))
+                and sys.modules.get(n, m) is not m]
+
+
 def guard_torch_mode_switches() -> None:
     """The ways to run torch without the function mode above, refused to learner code while the
     guard is on: switching torch function modes off, popping them, and new threads (a mode
@@ -912,6 +982,20 @@ def install_sim_memory(install):
                    refuse=GUARD.refuse)
 
 
+def install_triton_guard(install):
+    """Triton's interpreter under the guard (see triton_guard.install)."""
+
+    def learner_line() -> int:
+        f = sys._getframe(2)
+        while f is not None and id(f.f_code) not in GUARD.code_ids:
+            f = f.f_back
+        return f.f_lineno if f is not None else 0
+
+    return install(adopt=GUARD.add_code, is_learner_code=lambda code: code is not None and id(code) in GUARD.code_ids,
+                   learner_frame=lambda depth: GUARD.active and GUARD.caller_is_learner(depth + 2),
+                   refuse=GUARD.refuse, learner_line=learner_line)
+
+
 _BARRIERS: list = []
 
 
@@ -1020,6 +1104,9 @@ class Runner:
         self.barriers = None if self.gpu else strict_barriers()
         self.memtrace = None  # --profile: the grader's memory-access tracer (memtrace.py), loaded first
         self.sim_memory = None  # simulator: device arrays that expose nothing, every access checked (sim_memory.py)
+        self.triton_guard = None  # Triton's interpreter under the same rules (triton_guard.py)
+        self.entries: set = set()  # the exercises whose functions are the grader's (Exercise.entry)
+        self.seal = None  # ModuleSeal: library modules learner code may not change
 
     def load_memtrace(self, source: str) -> None:
         """The judge's copy of memtrace.py, as a module of its own (the sandbox holds no other
@@ -1064,6 +1151,10 @@ class Runner:
         if job.get("triton_compat") and not self.gpu and "triton" in sys.modules:
             # Triton's interpreter with NumPy 2.4 (the grader's triton_compat.py, sent as source)
             _grader_module(job["triton_compat"], "triton_compat")["patch_interpreter"]()
+        if job.get("triton_guard") and not self.gpu and "triton" in sys.modules and not job.get("trusted"):
+            # Triton's interpreter: the learner's rewritten kernels stay the learner's, blocks show no
+            # data, loads and stores stay inside the launch's tensors (the grader's triton_guard.py)
+            self.triton_guard = install_triton_guard(_grader_module(job["triton_guard"], "triton_guard")["install"])
         if job.get("trusted"):  # the lab's own reference implementations (never sandboxed)
             import importlib
 
@@ -1099,6 +1190,9 @@ class Runner:
         # learner cell could replace them.
         for name, source in (job.get("entries") or {}).items():
             self.functions[name] = entry_function(source, name, self.namespace)
+        self.entries = set(job.get("entries") or {})
+        self.seal = ModuleSeal()
+        self.seal.protect_all()
         GUARD.active = True
         return {"ok": True, "cell_errors": self.run_cells(job["cells"])}
 
@@ -1220,6 +1314,10 @@ class Runner:
             fn = self.function(msg["exercise"])
         except LookupError as exc:
             return None, str(exc)
+        swapped = self.seal.changed("torch") if msg["exercise"] in self.entries and self.seal is not None else []
+        if swapped:  # the entries judge with torch's own functions (opcheck, compile, autograd)
+            return None, (f"the submission swapped torch modules the grader checks with ({', '.join(swapped[:3])}): "
+                          "the operator cannot be checked")
         problem = signature_problem(fn, msg.get("names", []))
         if problem:
             return None, problem
@@ -1242,7 +1340,13 @@ class Runner:
             tracer = self.memtrace.trace() if msg.get("profile") and self.memtrace is not None else None
             if tracer is not None:
                 with tracer:
-                    self._run(fn, args, leaks)
+                    if self.sim_memory is not None:
+                        self.sim_memory.tap(tracer.tap)
+                    try:
+                        self._run(fn, args, leaks)
+                    finally:
+                        if self.sim_memory is not None:
+                            self.sim_memory.tap(None)
             elif msg.get("profile") == "nsight" and self.gpu:
                 with _profiled_region(self):  # under Nsight Compute: only this call's kernels
                     self._run(fn, args, leaks)
@@ -1279,7 +1383,8 @@ class Runner:
     def memory_problem(self) -> str:
         """A race, an out-of-bounds or uninitialised access, or an array used outside its kernel
         (simulator) since the last time asked, or ''."""
-        return self.sim_memory.problem() if self.sim_memory is not None else ""
+        found = [g.problem() for g in (self.sim_memory, self.triton_guard) if g is not None]
+        return "; ".join(f for f in found if f)
 
     def _private(self, args, msg) -> list:
         """Under compute-sanitizer: each device array copied into an allocation of its exact

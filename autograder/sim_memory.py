@@ -99,12 +99,21 @@ def _allowed_callables() -> set[int]:
     return found
 
 
+def _numba_type_names() -> set[str]:
+    """numba's names for its types (numba.boolean, numba.float32, numba.f8, ...)."""
+    import numba
+    from numba.core import types as ntypes
+
+    return {n for n in dir(numba) if not n.startswith("_") and isinstance(getattr(numba, n, None), ntypes.Type)}
+
+
 class KernelCheck:
     """Whether a kernel's code reaches only what a GPU kernel can (see the module's docstring)."""
 
     def __init__(self, is_kernel) -> None:
         self.is_kernel = is_kernel  # a simulator kernel or device function: obj -> its Python function, or None
         self.callables = _allowed_callables()
+        self.attributes = KERNEL_ATTRIBUTES | _numba_type_names()
         self.seen: dict = {}  # code object -> '' (fine) or why not
 
     def problem(self, fn, name: str) -> str:
@@ -150,7 +159,7 @@ class KernelCheck:
                 return f"{where.format(line=line)} assigns {ins.argval}, a variable outside the kernel"
             if op in ("LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR"):
                 attr = ins.argval if isinstance(ins.argval, str) else str(ins.argval)
-                if attr not in KERNEL_ATTRIBUTES:
+                if attr not in self.attributes:
                     return (f"{where.format(line=line)} uses .{attr}: in a kernel only array elements, .shape and "
                             "the cuda, math, numpy scalar and numba names a GPU kernel has are available")
             elif op in ("LOAD_GLOBAL", "LOAD_NAME"):
@@ -225,7 +234,7 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
     current_thread = threading.current_thread
     atomic_lock = threading.Lock()
     found: list[str] = []  # faults since the last problem(), first first
-    state = {"launch": None}
+    state = {"launch": None, "tap": None}  # tap: a memory tracer's (memtrace) hook, while --profile traces
 
     def fault(message: str) -> None:
         if len(found) < 4 and message not in found:
@@ -506,6 +515,8 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
                       "wrote it (on a GPU it holds whatever was there before)")
             if state_key is not None:
                 check(launch, rec, state_key, flat, "r", line)
+            if state["tap"] is not None:
+                state["tap"](self, view, idx, 0, sys._getframe(1), rec.space == "shared")
             return view[idx]
 
         def __setitem__(self, idx, value):
@@ -524,6 +535,8 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
             view[idx] = value
             if rec.written is not None:
                 rec.written[flat] = 1
+            if state["tap"] is not None:
+                state["tap"](self, view, idx, 1, sys._getframe(1), rec.space == "shared")
 
         def __len__(self):
             return len(_inside(self)[1])
@@ -736,6 +749,7 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
         base.flags.writeable = False
         return kernel_view(launch, base, Allocation(base.reshape(-1), "a constant array", "const", True), None)
 
+    shared_array._grader_kernel_arrays = True  # memtrace leaves it in place and listens through tap
     kernelapi.FakeCUDAShared.array = shared_array
     kernelapi.FakeCUDALocal.array = local_array
     kernelapi.FakeCUDAConst.array_like = const_array
@@ -763,6 +777,8 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
                 view[idx] = _ATOMIC[op](view.dtype.type, old, *vals)
             if rec.written is not None:
                 rec.written[flat] = 1
+            if state["tap"] is not None:
+                state["tap"](array, view, idx, 2, sys._getframe(1), rec.space == "shared")
             return old
 
         method.__name__ = op
@@ -785,8 +801,12 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
     import numba.cuda as cuda_module
     from numba.cuda.simulator.cudadrv import devicearray as sim_da
 
+    def mapped_array(shape=None, dtype=np.float64, strides=None, order="C", stream=0, portable=False, wc=False):
+        # a function of its own: the guard refuses it by identity where device_array stays allowed
+        return device_array(shape, dtype, strides, order, stream)
+
     for name, new in (("device_array", device_array), ("device_array_like", device_array_like),
-                      ("to_device", to_device), ("mapped_array", device_array)):
+                      ("to_device", to_device), ("mapped_array", mapped_array)):
         _replace_everywhere(getattr(sim_da, name), new)
         setattr(cuda_module, name, new)
 
@@ -794,6 +814,11 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
         """What the runner uses."""
         array = staticmethod(grader_array)
         Device = DeviceArray
+
+        @staticmethod
+        def tap(fn) -> None:
+            """Have ``fn`` see every access of a kernel array (a memory tracer), or stop (None)."""
+            state["tap"] = fn
 
         @staticmethod
         def problem() -> str:

@@ -72,7 +72,7 @@ def test_bank_grades_as_expected(bank_grades):
     ("mutates_input", "input 'a' was modified"),
     ("library_result", "forbids"),
     ("partial_write", "never written"),
-    ("no_bounds_check", "IndexError"),
+    ("no_bounds_check", "out of bounds at line 8"),
     ("import_error", "No module named"),
     ("memory_hog", "more than 1 GB of host memory"),
 ])

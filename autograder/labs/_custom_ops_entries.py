@@ -7,6 +7,7 @@ an MLP block. It is grader code: the guards judge only the learner code it reach
 """
 import torch
 import torch.overrides
+import torch.testing._internal.optests  # noqa: F401 - what opcheck calls: loaded (and sealed) before learner code
 from torch.autograd import grad as autograd_grad
 from torch.library import opcheck
 
