@@ -540,7 +540,7 @@ class ModuleSeal:
         def refuse_learner(module, name: str) -> None:
             f = sys._getframe(2)
             if guard.active and f is not None and id(f.f_code) in guard.code_ids:
-                raise guard.refuse(f"changing {getattr(module, '__name__', 'a module')}.{name} (a library's "
+                raise guard.refuse(f"a change to {getattr(module, '__name__', 'a module')}.{name} (a library's "
                                    "modules are not the submission's to change)")
 
         def __setattr__(self, name, value):
@@ -976,10 +976,16 @@ def entry_function(source: str, name: str, namespace: dict):
 
 
 def install_sim_memory(install):
-    """The simulator's device memory under the guard's rules (see sim_memory.install)."""
-    return install(guarded=lambda: GUARD.active,
-                   host_rules=lambda: (bool(GUARD.rules.get("host_read")), bool(GUARD.rules.get("host_write"))),
-                   refuse=GUARD.refuse)
+    """The simulator's device memory under the guard's rules (see sim_memory.install). Its launch
+    goes through the simulator's kernel call, which the barrier check holds in place: the check
+    is told the grader's own patch is the one to keep."""
+    from numba.cuda.simulator import kernel as sim_kernel
+
+    memory = install(guarded=lambda: GUARD.active,
+                     host_rules=lambda: (bool(GUARD.rules.get("host_read")), bool(GUARD.rules.get("host_write"))),
+                     refuse=GUARD.refuse)
+    strict_barriers().expect(sim_kernel.FakeCUDAKernel, "__call__")
+    return memory
 
 
 def install_triton_guard(install):
@@ -1145,9 +1151,6 @@ class Runner:
             # the learner's device arrays: opaque, element access from a kernel's own threads only, every
             # access checked for races and bounds (the grader's sim_memory.py, sent as source)
             self.sim_memory = install_sim_memory(_grader_module(job["sim_memory"], "sim_memory")["install"])
-            from numba.cuda.simulator import kernel as sim_kernel
-
-            self.barriers.expect(sim_kernel.FakeCUDAKernel, "__call__")
         if job.get("triton_compat") and not self.gpu and "triton" in sys.modules:
             # Triton's interpreter with NumPy 2.4 (the grader's triton_compat.py, sent as source)
             _grader_module(job["triton_compat"], "triton_compat")["patch_interpreter"]()

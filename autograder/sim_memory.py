@@ -823,7 +823,8 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
         @staticmethod
         def problem() -> str:
             """The faults found since the last call ('' if none), then forgets them."""
-            out = "; ".join(found)
+            out = found[0] + (f" (and {len(found) - 1} more finding(s) of this call)" if len(found) > 1 else "") \
+                if found else ""
             found.clear()
             return out
 

@@ -62,7 +62,8 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line):
         def text(shown):
             def method(self):
                 if learner_frame(1):
-                    return f"<Triton block of shape {list(self.shape)} and type {self.dtype}>"
+                    shape = [getattr(d, "value", d) for d in self.shape]  # constexpr sizes, as ints
+                    return f"<Triton block of {self.dtype}, shape {shape}>"
                 return shown(self)
             return method
 

@@ -1,0 +1,93 @@
+"""The runner's walls, each on its own, against learner code that the static check would let
+through (tests/walls_probe.py runs the snippets in a fresh process as the runner runs a
+submission's cells). The attack bank (test_attacks.py) checks the same walls through whole
+gradings, where the first wall to hold hides the others."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROBE = Path(__file__).resolve().parent / "walls_probe.py"
+
+
+def _probe(which: str) -> dict:
+    r = subprocess.run([sys.executable, str(PROBE), which], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def numba_walls() -> dict:
+    return _probe("numba")
+
+
+@pytest.fixture(scope="module")
+def triton_walls() -> dict:
+    return _probe("triton")
+
+
+@pytest.mark.parametrize("probe, said", [
+    ("attributes", "ok: []"),  # no .data, ._ary, __dict__, __array_interface__, .base or gpu_data
+    ("match_pattern", "ok: 'nothing'"),
+    ("numpy_view", "host access to a device array (__array__)"),
+    ("memoryview", "a bytes-like object is required"),
+    ("arithmetic", "unsupported operand"),
+    ("copy_to_host", "host access to a device array (copy_to_host)"),
+    ("repr", "ok: '<device array shape=(8,) dtype=float32>'"),
+])
+def test_a_device_array_in_the_simulator_exposes_no_data(numba_walls, probe, said):
+    assert said in numba_walls[probe] and "fault" not in numba_walls[probe], numba_walls[probe]
+
+
+@pytest.mark.parametrize("probe, said", [
+    ("list_argument", "is a list: a kernel takes device arrays, numbers and tuples"),
+    ("host_array_argument", "a NumPy array on the host as argument 2"),
+    ("captured_list", "uses stash, a list: a GPU kernel reaches only its arguments"),
+    ("array_method_in_kernel", "uses .sum"),
+    ("try_in_kernel", "uses try/except"),
+])
+def test_a_launch_numba_could_not_compile_for_a_gpu_is_refused(numba_walls, probe, said):
+    assert said in numba_walls[probe], numba_walls[probe]
+
+
+@pytest.mark.parametrize("probe, said", [
+    ("out_of_bounds_caught_on_host", "accessed 'x' out of bounds at line 6: index 8"),
+    ("shared_race", "a data race on the shared array of line 4"),
+    ("global_race_across_blocks", "threads of different blocks are never ordered"),
+    ("uninitialised_shared", "read element 5 of the shared array of line 4 at line 10 before any thread wrote it"),
+])
+def test_what_a_gpu_would_get_wrong_is_kept_as_a_fault(numba_walls, probe, said):
+    assert f"fault: {said}" in numba_walls[probe] or ("fault:" in numba_walls[probe] and said in numba_walls[probe]), \
+        numba_walls[probe]
+
+
+@pytest.mark.parametrize("probe", ["honest_vector_add", "shared_atomic"])
+def test_honest_kernels_pass_every_wall(numba_walls, probe):
+    assert numba_walls[probe] == "ok: 'done'", numba_walls[probe]
+
+
+@pytest.mark.parametrize("probe, said", [
+    ("handle_by_match", "a Triton block's handle"),
+    ("repr_of_a_block", "ok: '<Triton block of fp32, shape [8]>'"),
+    ("one_past_the_end", "fault: kernel 'k' reads memory outside its arrays at line 6: 1 element(s) past the end"),
+    ("interpreter_memory_directly", "Triton's interpreter's memory functions"),
+])
+def test_tritons_interpreter_shows_no_data_and_keeps_memory_inside_the_arrays(triton_walls, probe, said):
+    assert said in triton_walls[probe], triton_walls[probe]
+
+
+def test_an_honest_triton_kernel_passes(triton_walls):
+    assert triton_walls["honest_copy"] == "ok: 28.0", triton_walls["honest_copy"]
+
+
+def test_library_modules_are_not_the_submissions_to_change():
+    found = _probe("seal")
+    for probe in ("set_a_library_attribute", "set_it_by_another_name", "delete_a_library_attribute", "set_its_class"):
+        assert "a library's modules are not the submission's to change" in found[probe], (probe, found[probe])
+    assert found["own_module"] == "ok: 1"
+    assert found["library_imports_a_submodule"] == "ok" and found["still_the_real_opcheck"] == "True"
+    assert found["swapped"] == "[]"
