@@ -150,11 +150,14 @@ def _parse(code: str) -> ast.Module | None:
         return None
 
 
+_PARSER_NEWLINE = re.compile(r"\r\n|\r|\n")  # what ends a line for Python's parser (not a form feed)
+
+
 def _drop_from(code: str, tree: ast.Module) -> tuple[str, list[str], list[ast.stmt]]:
     """``drop_notebook_only`` on a parsed cell: the code, the lines left out, the statements kept.
     A statement that shares a line with another (``x = 1; check(f)``) stays: blanking its line
     would drop the other."""
-    lines = code.split("\n")
+    lines = _PARSER_NEWLINE.split(code)  # numbered as the parser numbers them
     dropped, kept = [], []
     body = tree.body
     for k, stmt in enumerate(body):
@@ -233,7 +236,7 @@ def defined_names(code: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- reading the file
-def _read_text(path: Path, limit: int) -> str:
+def _read_text(path: Path, limit: int, hint: str = "") -> str:
     """The file's text: a regular file (not a pipe or a device, which could be endless) of at
     most ``limit`` bytes, in UTF-8 (a byte-order mark is allowed, as Python allows it)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -245,7 +248,7 @@ def _read_text(path: Path, limit: int) -> str:
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise Unusable(too_large(path.name, f"it holds more than {_size(limit)}, the most the grader takes"))
+        raise Unusable(too_large(path.name, f"it holds more than {_size(limit)}, the most the grader takes{hint}"))
     return data.decode("utf-8-sig")
 
 
@@ -338,7 +341,8 @@ def _cells_of(path: Path) -> tuple[list[Cell], list[str], bool]:
         return cells, [], len(cells) > 1
     if path.suffix != ".ipynb":
         raise Unusable(f"{path.name}: submissions must be .ipynb or .py files")
-    cells, notes = _notebook_cells(_read_text(path, MAX_FILE_BYTES), path.name)
+    text = _read_text(path, MAX_FILE_BYTES, hint=" (clear the notebook's outputs and save it again)")
+    cells, notes = _notebook_cells(text, path.name)
     code = sum(len(c.code) for c in cells)
     if code > MAX_CODE_CHARS:
         raise Unusable(too_large(path.name, f"its answer cells hold {_size(code)} of code; the grader takes at "
@@ -398,16 +402,18 @@ def load(path: Path, exercises=()) -> Source:
 
 
 # --------------------------------------------------------------------------- static checks
-def _aliases(tree: ast.AST) -> dict[str, str]:
-    """Local names bound by imports, mapped to the dotted names they stand for."""
+def _aliases(tree: ast.AST) -> dict[str, str | None]:
+    """Local names bound by imports, mapped to the dotted names they stand for (None: a module name
+    too long to check, which each of many names imported from it would repeat)."""
     names = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom) and node.module:
+            short = len(node.module) <= MAX_NAME_CHARS
             for a in node.names:
-                names[a.asname or a.name] = f"{node.module}.{a.name}"
+                names[a.asname or a.name] = f"{node.module}.{a.name}" if short else None
     return names
 
 
@@ -545,7 +551,7 @@ class Program:
         return _top_level(self.tree)
 
     @cached_property
-    def aliases(self) -> dict[str, str]:
+    def aliases(self) -> dict[str, str | None]:
         return _aliases(self.tree)
 
     @cached_property
@@ -610,16 +616,16 @@ class Program:
         return f"line {line} of {label}" if label else f"line {line}"
 
 
-def _resolved(dotted: str, aliases: dict[str, str]) -> str | None:
+def _resolved(dotted: str, aliases: dict[str, str | None]) -> str | None:
     """A dotted name with its first part read through the imports; None if too long to check."""
     head, _, rest = dotted.partition(".")
     base = aliases.get(head, head)
-    if len(base) + len(rest) > MAX_NAME_CHARS:
+    if base is None or len(base) + len(rest) > MAX_NAME_CHARS:
         return None
     return base + ("." + rest if rest else "")
 
 
-def _names_used(scope: ast.AST, aliases: dict[str, str]):
+def _names_used(scope: ast.AST, aliases: dict[str, str | None]):
     """(dotted name, node) for each name the scope uses; the name is None where too long to check."""
     # Only whole dotted names count: in cupy.cuda.runtime.memcpy, the prefix cupy.cuda is no use of its own.
     prefixes = {id(n.value) for n in ast.walk(scope) if isinstance(n, ast.Attribute)}
@@ -740,7 +746,7 @@ def _construct_problems(node: ast.AST, prog: Program, match_args_ok: set[int]) -
         if (node.module or "").split(".")[0] in DYNAMIC_MODULES or node.level:
             found.append(f"from {'.' * min(node.level, 3)}{(node.module or '')[:80]} import")
         # e.g. `from rlcompleter import __main__`: a module's dunders are no library API
-        return found + [f"from {node.module} import {a.name}" for a in node.names
+        return found + [f"from {(node.module or '')[:80]} import {a.name}" for a in node.names
                         if a.name.startswith("__") and a.name not in DUNDERS_ALLOWED]
     found = []
     if isinstance(node, ast.Attribute):

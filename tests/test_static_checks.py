@@ -187,6 +187,8 @@ def test_long_dotted_names_are_reported_not_matched_once_per_use(monkeypatch):
     long_name = ".".join(["a"] * 20_000)
     code = f"import {long_name} as m\n\ndef f(x):\n" + "    m.b\n" * 20_000
     assert any("too long to check" in u for u in uses(code))
+    code = f"from {long_name} import " + ", ".join(f"n{i}" for i in range(20_000)) + "\n\ndef f(x):\n    n0.b\n"
+    assert any("too long to check" in u for u in uses(code))
 
 
 def test_many_cells_are_padded_within_a_budget(tmp_path):
@@ -427,3 +429,13 @@ def test_an_answer_that_prints_mode_keeps_its_points_and_the_learners_set_up_cel
         assert (float(book[name]["vector_add"]), float(book[name]["saxpy"])) == (2, 2), book[name]
         printed = json.loads((out / name / "results.json").read_text())["extra_data"]["printed_tail"]
         assert "saxpy: running in simulator mode" in printed, printed
+
+
+def test_old_mac_line_endings_are_read_as_the_parser_reads_them(tmp_path):
+    """A lone \\r ends a line for Python's parser: leaving out a check() line on line 3 of such a file
+    used to fail with IndexError in the grader."""
+    path = tmp_path / "sub.py"
+    path.write_bytes(b"def vector_add(a, b, out):\r    out[0] = 0\rcheck(vector_add)\r")
+    src = load(path, NAMES)
+    assert not src.problem and src.ignored == ["sub.py: check(vector_add)"]
+    compile(src.cells[0].code, "sub.py", "exec")
