@@ -370,31 +370,39 @@ def test_the_set_up_cells_module_is_regenerated_exactly():
     assert SETUP_CELLS.read_text() == setup_cells_module(ROOT), f"{SETUP_CELLS} is stale: run `autograder release`"
 
 
-def cell_names(lab: str) -> dict[str, set[str]]:
-    """The names a lab's set-up cell binds: all, and those its imports of libraries bind."""
-    from autograder.labs._setup_cells import SETUP_CELLS
+def bound_names(code: str) -> set[str]:
+    """Every name the code binds, at any depth (assignments and imports)."""
+    tree = ast.parse(submission.strip_magics(code))
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | {
+        (a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names}
+
+
+def library_imports(code: str) -> set[str]:
+    """The names a set-up cell's imports of libraries (not the course's helpers, nor plots) bind."""
     from autograder.release import NOT_FOR_GRADING
 
-    tree = ast.parse(submission.strip_magics(SETUP_CELLS[lab]))
-    imports = {(a.asname or a.name).split(".")[0] for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))
-               and not getattr(s, "level", 0) and (getattr(s, "module", None) or s.names[0].name).split(".")[0]
-               not in NOT_FOR_GRADING for a in s.names}
-    return {"all": set(submission.defined_names(SETUP_CELLS[lab])), "imports": imports}
+    names = set()
+    for stmt in ast.parse(submission.strip_magics(code)).body:
+        if isinstance(stmt, ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in stmt.names
+                      if a.name.split(".")[0] not in NOT_FOR_GRADING}
+        elif isinstance(stmt, ast.ImportFrom) and (stmt.module or "").split(".")[0] not in NOT_FOR_GRADING:
+            names |= {a.asname or a.name for a in stmt.names}
+    return names
 
 
 @pytest.mark.parametrize("lab", lab_names())
 def test_grading_defines_the_set_up_cells_names_with_the_modes_values(lab):
-    spec = get_lab(lab)
+    from autograder.labs._setup_cells import SETUP_CELLS
+
+    cell = SETUP_CELLS[lab]
+    want = library_imports(cell) | {"MODE"} | ({"DEVICE"} & bound_names(cell))
     for simulator, mode in ((True, "simulator"), (False, "gpu")):
-        setup = spec.grading_setup(simulator)
+        setup = get_lab(lab).grading_setup(simulator)
         assert f"MODE = {mode!r}" in setup
-        tree = ast.parse(setup)
-        defined = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | {
-            (a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-            for a in n.names}
-        names = cell_names(lab)
-        want = names["imports"] | {"MODE"} | ({"DEVICE"} & names["all"])
-        assert want <= defined, f"{lab}: the set-up cell's {sorted(want - defined)} are not defined when grading"
+        missing = want - bound_names(setup)
+        assert not missing, f"{lab}: the set-up cell's {sorted(missing)} are not defined when grading"
 
 
 def test_the_set_up_names_take_the_grading_modes_values():
