@@ -169,6 +169,8 @@ class LocalProcess:
         self.mem = _LocalMemory(arena)
         self.runner = runner_module.Runner(None, {"mode": "sim" if simulator else "gpu"}, mem=self.mem,
                                            functions=functions)
+        if simulator:  # the verdicts of batch grading: races, bounds and opaque arrays here too
+            self.runner.sim_memory, self.runner.triton_guard = local_walls()
         self.mapped: set = set()
         self.log = None
 
@@ -195,6 +197,29 @@ class LocalProcess:
         return True
 
     kill = close
+
+
+_LOCAL_WALLS: list = []
+
+
+def local_walls() -> tuple:
+    """check() in simulator mode: the memory checks batch grading's runner has (sim_memory, and
+    triton_guard where Triton is loaded), installed once in the notebook's process. Its own
+    kernels, launched with its own arrays, run as before; the arrays check() passes are checked."""
+    if not _LOCAL_WALLS:
+        import sys
+
+        from . import runner as runner_module
+        from .sim_memory import install as memory_install
+
+        memory = runner_module.install_sim_memory(memory_install)
+        triton = None
+        if "triton" in sys.modules:
+            from .triton_guard import install as triton_install
+
+            triton = runner_module.install_triton_guard(triton_install)
+        _LOCAL_WALLS.append((memory, triton))
+    return _LOCAL_WALLS[0]
 
 
 class _LocalMemory:

@@ -992,10 +992,17 @@ def install_triton_guard(install):
     """Triton's interpreter under the guard (see triton_guard.install)."""
 
     def learner_line() -> int:
-        f = sys._getframe(2)
-        while f is not None and id(f.f_code) not in GUARD.code_ids:
+        """The line of learner code running now: its registered code, or in a notebook's check() (where
+        nothing is registered) the first frame outside the libraries and the grader."""
+        frames, f = [], sys._getframe(2)
+        while f is not None:
+            frames.append(f)
             f = f.f_back
-        return f.f_lineno if f is not None else 0
+        mine = next((f for f in frames if id(f.f_code) in GUARD.code_ids), None)
+        if mine is None:
+            mine = next((f for f in frames if not _library_file(f.f_code.co_filename)
+                         and not f.f_code.co_filename.startswith("<grader")), None)
+        return mine.f_lineno if mine is not None else 0
 
     return install(adopt=GUARD.add_code, is_learner_code=lambda code: code is not None and id(code) in GUARD.code_ids,
                    learner_frame=lambda depth: GUARD.active and GUARD.caller_is_learner(depth + 2),
