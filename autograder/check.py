@@ -6,6 +6,7 @@ Nothing is sandboxed here: it is the learner's own machine and code.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 import warnings
@@ -201,14 +202,15 @@ def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
 
     params = ex.largest_case(True)
     inputs = ex.inputs(params, rng)
-    with trace() as mine:
+    with trace() as mine, _listening(proc, mine):
         judge.run_case(proc, ex, params, inputs)
     ref = None
     if ex.baseline is not None:
         ref_judge = local_judge(lab, {ex.name: ex.baseline})
         try:
-            with trace() as ref:
-                ref_judge.run_case(ref_judge.runner_for(ex), ex, params, inputs)
+            ref_proc = ref_judge.runner_for(ex)
+            with trace() as ref, _listening(ref_proc, ref):
+                ref_judge.run_case(ref_proc, ex, params, inputs)
         finally:
             ref_judge.close()
     yours, reference = profile_of(mine.report()), (profile_of(ref.report()) if ref is not None else None)
@@ -230,6 +232,19 @@ def _profile(lab, ex, judge, proc, rng, simulator: bool) -> dict | None:
         _draw_warp_map(lanes, others, origin, f"warp 0's {kind}s of `{array}` in `{kernel}`: the lane that "
                                               "touched each element (grey: other threads)")
     return out
+
+
+@contextlib.contextmanager
+def _listening(proc, tracer):
+    """The tracer hears the kernel arrays' accesses (the simulator's arrays are the grader's own)."""
+    memory = getattr(getattr(proc, "runner", None), "sim_memory", None)
+    if memory is not None:
+        memory.tap(tracer.tap)
+    try:
+        yield
+    finally:
+        if memory is not None:
+            memory.tap(None)
 
 
 def _the_learners_view(touch, ex, params, inputs, array: str):

@@ -212,7 +212,7 @@ def local_walls() -> tuple:
         from . import runner as runner_module
         from .sim_memory import install as memory_install
 
-        memory = runner_module.install_sim_memory(memory_install)
+        memory = runner_module.install_sim_memory(memory_install, allocators=False)
         triton = None
         if "triton" in sys.modules:
             from .triton_guard import install as triton_install

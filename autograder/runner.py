@@ -975,7 +975,7 @@ def entry_function(source: str, name: str, namespace: dict):
     return _grader_module(source, f"entry_{name}")["entry"](namespace)
 
 
-def install_sim_memory(install):
+def install_sim_memory(install, allocators: bool = True):
     """The simulator's device memory under the guard's rules (see sim_memory.install). Its launch
     goes through the simulator's kernel call, which the barrier check holds in place: the check
     is told the grader's own patch is the one to keep."""
@@ -983,7 +983,7 @@ def install_sim_memory(install):
 
     memory = install(guarded=lambda: GUARD.active,
                      host_rules=lambda: (bool(GUARD.rules.get("host_read")), bool(GUARD.rules.get("host_write"))),
-                     refuse=GUARD.refuse)
+                     refuse=GUARD.refuse, allocators=allocators)
     strict_barriers().expect(sim_kernel.FakeCUDAKernel, "__call__")
     return memory
 

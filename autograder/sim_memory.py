@@ -223,12 +223,15 @@ class Fault(Exception):
     """What the access check found (kept; raised only where a GPU would fault too)."""
 
 
-def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
+def install(*, guarded, host_rules, refuse, allocators: bool = True):
     """Patch the simulator once; the Memory object the runner uses. ``guarded()``: learner code may
     run under the exercise's rules now; ``host_rules()``: (host reads forbidden, host writes
-    forbidden); ``refuse(what)``: the exception for a forbidden call."""
+    forbidden); ``refuse(what)``: the exception for a forbidden call; ``allocators``: the cuda
+    module's device_array, to_device ... make the grader's arrays too (a sandbox; not a notebook,
+    whose own code goes on with the stock simulator's)."""
     from numba.cuda.simulator import kernel as kmod
     from numba.cuda.simulator import kernelapi
+    from numba.cuda.simulator.cudadrv import devicearray as sim_da
 
     store: dict[int, list] = {}  # id(handle) -> [weakref to it, its record]; every array's memory is here
     current_thread = threading.current_thread
@@ -279,6 +282,7 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
             raise TypeError("device arrays are made with cuda.device_array, cuda.device_array_like or cuda.to_device")
 
         # shape and type
+        _numba_type_ = property(lambda self: _numba_type(_view(self)))  # numba.typeof: metadata only
         shape = property(lambda self: _view(self).shape)
         dtype = property(lambda self: _view(self).dtype)
         size = property(lambda self: _view(self).size)
@@ -555,6 +559,7 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
             v = _inside(self)[1]
             return f"<array in a kernel: shape={v.shape} dtype={v.dtype}>"
 
+        _numba_type_ = property(lambda self: _numba_type(_rec_pair(self)[1]))  # numba.typeof: metadata only
         shape = property(lambda self: _inside(self)[1].shape)
         dtype = property(lambda self: _inside(self)[1].dtype)
         size = property(lambda self: _inside(self)[1].size)
@@ -601,7 +606,9 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
             j = i + n if i < 0 else i
             if not 0 <= j < n:
                 line = sys._getframe(2).f_lineno
-                fault(f"kernel '{launch.name}' accessed {rec.name} out of bounds at line {line}: index "
+                me = who(launch)
+                by = f"{thread_words(launch, me[0])} of " if me is not None else ""
+                fault(f"{by}kernel '{launch.name}' accessed {rec.name} out of bounds at line {line}: index "
                       f"{idx if len(idx) > 1 else idx[0]} of an array of shape {view.shape}")
                 raise IndexError(f"index {i} is out of bounds for axis of size {n} (line {line})")
             normal.append(j)
@@ -654,6 +661,10 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
             return value
         if isinstance(value, tuple):
             return tuple(to_kernel(launch, v, where) for v in value)
+        if isinstance(value, sim_da.FakeCUDAArray):  # the stock simulator's device array (a notebook's own)
+            view = vars(value)["_ary"]
+            rec = Allocation(view, f"{where} (a device array)", "global", True)
+            return kernel_view(launch, view, rec, id(rec))
         if isinstance(value, np.ndarray):
             read_forbidden, write_forbidden = host_rules()
             if guarded() and (read_forbidden or write_forbidden):
@@ -697,13 +708,13 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
     kmod.FakeCUDAKernel.__call__ = call
 
     # shared, local and constant arrays inside a graded launch
-    stock_shared, stock_local = kernelapi.FakeCUDAShared.array, kernelapi.FakeCUDALocal.array
+    stock_local = kernelapi.FakeCUDALocal.array
     stock_const = kernelapi.FakeCUDAConst.array_like
 
     def shared_array(self, shape, dtype, alignment=None):
+        # FakeCUDAShared.array's own work, repeated: it names an allocation by its caller's line, and
+        # called from here every allocation would be this line's (one array for all of them)
         launch = state["launch"]
-        if launch is None:
-            return stock_shared(self, shape, dtype, alignment)
         from numba.cuda.np import numpy_support
         from numba.cuda import types as ntypes
 
@@ -713,9 +724,6 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
             dtype = numpy_support.as_dtype(dtype)
         dtype = np.dtype(dtype)
         caller = sys._getframe(1)
-        t = current_thread()
-        b = t.blockIdx
-        block = b.x + launch.grid[0] * (b.y + launch.grid[1] * b.z)
         if shape == 0:  # dynamic shared memory: every such array of a block is the same bytes
             site = ("dynamic", dtype.str)
             base = np.frombuffer(self._dynshared.data, dtype=dtype, count=self._dynshared_size // dtype.itemsize)
@@ -724,7 +732,10 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
             base = self._allocations.get(site)
             if base is None:
                 base = self._allocations[site] = np.empty(shape, dtype)
-        key = (block, site)
+        if launch is None:  # a launch outside grading (a notebook's own): the stock simulator's array
+            return base
+        b = current_thread().blockIdx
+        key = (b.x + launch.grid[0] * (b.y + launch.grid[1] * b.z), site)
         arr = launch.shared.get(key)
         if arr is None:
             name = "dynamic shared memory" if shape == 0 else f"the shared array of line {caller.f_lineno}"
@@ -799,14 +810,13 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
 
     # the cuda module's allocation functions, under every name a module holds them by
     import numba.cuda as cuda_module
-    from numba.cuda.simulator.cudadrv import devicearray as sim_da
 
     def mapped_array(shape=None, dtype=np.float64, strides=None, order="C", stream=0, portable=False, wc=False):
         # a function of its own: the guard refuses it by identity where device_array stays allowed
         return device_array(shape, dtype, strides, order, stream)
 
     for name, new in (("device_array", device_array), ("device_array_like", device_array_like),
-                      ("to_device", to_device), ("mapped_array", mapped_array)):
+                      ("to_device", to_device), ("mapped_array", mapped_array)) if allocators else ():
         _replace_everywhere(getattr(sim_da, name), new)
         setattr(cuda_module, name, new)
 
@@ -829,6 +839,15 @@ def install(*, guarded, host_rules, refuse, name_of_exercise=lambda: ""):
             return out
 
     return Memory
+
+
+def _numba_type(view: np.ndarray):
+    """The Numba type of an array with ``view``'s dtype, dimensions and layout."""
+    from numba.cuda import types as ntypes
+    from numba.cuda.np import numpy_support
+
+    layout = "C" if view.flags.c_contiguous else "F" if view.flags.f_contiguous else "A"
+    return ntypes.Array(numpy_support.from_dtype(view.dtype), view.ndim, layout)
 
 
 def _replace_everywhere(old, new) -> None:
