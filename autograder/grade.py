@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from .outcome import ExerciseResult, SubmissionResult
-from .runproc import die_with_parent
+from .runproc import IMPORT_BUDGET_S, die_with_parent
 from .spec import Exercise, Lab
 from .submission import Source, load_and_check_bounded
 
@@ -66,7 +66,8 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
            "simulator": simulator, "sanitize": sanitize, "timeout": timeout, "memory_limit_gb": memory_limit_gb,
            "exercises": [e.name for e in wanted], "sandboxed": sandboxed, "slot": slot, "profile": profile}
     # Each exercise may take its timeout for the cases and again for timing; plus starting up.
-    deadline = 120.0 + len(wanted) * (3 * timeout + 60.0)
+    # (and each group of exercises may start a runner, whose libraries have a budget of their own)
+    deadline = 120.0 + 2 * IMPORT_BUDGET_S + len(wanted) * (3 * timeout + 60.0)
     tail = ""
     scratch = None
     try:

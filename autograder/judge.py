@@ -37,7 +37,7 @@ from .host_parallel import one_blas_thread
 from .labs import get_lab
 from .measure import GUARD, UNCHANGED, _count, compare, describe, guard_fill, guard_pattern, overruns
 from .outcome import ExerciseResult, mismatch_reason, runner_stop_reason
-from .runproc import RunnerProcess, RunnerFailed
+from .runproc import IMPORT_BUDGET_S, RunnerProcess, RunnerFailed
 from .spec import Exercise, Lab
 from .timing import BATCH, SpeedResult, Target, time_batches
 from .timing_inputs import POOL, Prefetch
@@ -345,7 +345,16 @@ class Judge:
                                  slot=self.opts.slot, memory_limit_gb=self.opts.memory_limit_gb,
                                  hidden=hidden_libraries(ex), sanitize=self.opts.sanitize)
             try:
-                hello = proc.receive(self.opts.timeout)
+                hello = self._libraries_loaded(proc)
+            except RunnerFailed as exc:
+                self.load_errors[group] = ("the grader's libraries did not load in the process that runs your code "
+                                           f"(not your code's doing; tell your instructor): {exc}")
+                self.load_reasons[group] = "grader_failure"
+                self._retire(proc)
+                raise LoadFailed(self.load_errors[group], self.load_reasons[group]) from None
+            try:
+                if hello.get("ready") == "libraries":
+                    hello = proc.receive(self.opts.timeout)
             except RunnerFailed as exc:
                 self.load_errors[group] = "loading your code failed: " + str(exc)
                 self.load_reasons[group] = runner_stop_reason(str(exc))
@@ -358,6 +367,11 @@ class Judge:
         self.cell_errors[group] = [e for e in hello.get("cell_errors", []) if isinstance(e, dict)]
         self.runners[group] = proc
         return proc
+
+    def _libraries_loaded(self, proc) -> dict:
+        """The runner's first message: the libraries imported (torch and Triton take a while on a busy
+        machine), within a budget of their own, not the learner's --timeout; or its failure to start."""
+        return proc.receive(max(IMPORT_BUDGET_S, self.opts.timeout))
 
     def _runner_job(self, ex: Exercise) -> dict:
         """What a learner's runner for ``ex``'s group loads: the cells, the libraries, the rules."""

@@ -1203,6 +1203,8 @@ class Runner:
         self.entries = set(job.get("entries") or {})
         self.seal = ModuleSeal()
         self.seal.protect_all()
+        if self.chan is not None:  # the libraries are in: the learner's time limit starts with the cells
+            self.chan.send({"ready": "libraries"})
         GUARD.active = True
         return {"ok": True, "cell_errors": self.run_cells(job["cells"])}
 

@@ -26,6 +26,10 @@ MAX_REPLY = 1 << 20  # bytes of one message from a runner: messages and flags, n
 OUTPUT_LIMIT = 2 << 20  # bytes of printing before the runner is stopped
 RSS_EVERY_S = 0.05  # how often the host memory of a runner's processes is summed
 SCRATCH_EVERY_S = 1.0  # how often the uid walls' scratch folder is measured
+# Seconds a runner may take to import the exercise's libraries and build the grader's walls, before
+# any learner code runs: its own budget, not the learner's time limit (torch and Triton alone take
+# tens of seconds on a loaded CPU).
+IMPORT_BUDGET_S = 300.0
 TAIL = 64 << 10  # bytes of printing kept for the learner to see
 LINE_LIMIT = 1 << 20  # bytes of one line kept (a profiler prints a table row of tens of kB)
 SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGABRT: "abort", signal.SIGKILL: "killed",

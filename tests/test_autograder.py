@@ -1028,3 +1028,17 @@ def test_an_exercise_that_needs_newer_hardware_names_the_need():
     assert ex.too_old((9, 0)) == "" and ex.too_old((10, 0)) == ""
     assert ex.too_old(None) == ""  # no GPU: the simulator rules apply instead
     assert get_lab("first_kernel").exercises[0].too_old((5, 0)) == ""  # no need stated, none checked
+
+
+def test_library_imports_have_a_budget_of_their_own(tmp_path):
+    """--timeout bounds the learner's code, not the grader's start: a runner whose interpreter takes
+    longer than --timeout to start (a sitecustomize that sleeps, as a loaded machine importing torch
+    would) still grades an honest answer in full."""
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(3)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(slow), os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "out"
+    autograder("grade", "--lab", "first_kernel", "--exercise", "vector_add", "--simulator", "--timeout", "2",
+               "--out", str(out), str(BANK / "correct.py"), env=env)
+    assert float(gradebook(out)["correct"]["vector_add"]) == 2
