@@ -33,8 +33,8 @@ serve: site
 # bank runs on one of them), then alone the tests that watch the whole machine. Each phase prints
 # its own summary; `make test` fails if either fails.
 test: setup
-	$(BIN)/python -m pytest -p no:randomly -q -n 3 -m "not whole_machine"
-	$(BIN)/python -m pytest -p no:randomly -q -m whole_machine
+	$(BIN)/python -m pytest -p no:randomly -q -n 3 -m "not whole_machine and not heavy"
+	$(BIN)/python -m pytest -p no:randomly -q -m "whole_machine and not heavy"
 
 # On a GPU machine: every notebook with 15 GB of GPU memory free, and the GPU-only tests; no site or browser.
 gpu-test:  # also: .ci/gpu-suite WHEELHOUSE on an offline node

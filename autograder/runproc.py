@@ -299,7 +299,7 @@ class RunnerProcess:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        if gone and self.cmd is not None:
+        if self.cmd is not None:  # its folders and user (a process that would not die keeps neither)
             self.cmd.release()
         return gone
 

@@ -161,6 +161,10 @@ def _try_uid() -> tuple[bool, str]:
         return False, f"the uid sandbox could not be started: {exc}"
     finally:
         cmd.close()
+        from .uid_walls import kill_all
+
+        kill_all(cmd.uid)
+        cmd.release()
     out = r.stdout.strip()
     if r.returncode != 0 or not out.startswith(f"uid {cmd.uid}"):
         detail = (r.stderr.strip().splitlines() or [out or "no message"])[-1]

@@ -33,16 +33,37 @@ def unusable() -> str:
     return ""
 
 
-def run(command: list[str], *, binds: dict[str, Path] | None = None, env: dict | None = None, cwd: Path | None = None,
-        timeout: float = 600) -> subprocess.CompletedProcess:
-    """``command`` in the container: ``binds`` maps a path inside (created, empty, where missing)
-    to a folder of the machine's."""
+def command(command: list[str], *, binds: dict[str, Path] | None = None, python: str | None = None) -> list[str]:
+    """The command line that runs ``command`` in the container: ``binds`` maps a path inside (created,
+    empty, where missing) to a folder of the machine's; ``python``: an interpreter installed under a
+    folder other users cannot enter (pyenv under /root), made reachable as in an image, where
+    Python lives in /usr or /opt."""
     lines = ["set -e"]
     for inside, outside in (binds or {}).items():
         if not os.path.isdir(inside):
             os.makedirs(inside, exist_ok=True)  # an empty mount point (the mount itself is private)
         lines.append(f"mount --bind {shlex.quote(str(outside))} {shlex.quote(inside)}")
+    if python:
+        lines += _reachable(python)
     caps = ",".join(["-all"] + [f"+{c}" for c in DOCKER_CAPS])
     lines.append(f"exec setpriv --bounding-set={caps} -- {shlex.join(command)}")
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", "\n".join(lines)],
-                          env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return ["unshare", "--mount", "--propagation", "private", "bash", "-c", "\n".join(lines)]
+
+
+def _reachable(python: str) -> list[str]:
+    """Shell lines that let every user run ``python``: the first folder above its installation that
+    others cannot enter becomes an open, empty tmpfs with the installation bound back into it."""
+    install = Path(python).resolve().parent.parent
+    closed = next((p for p in reversed(install.parents) if not os.stat(p).st_mode & 0o001), None)
+    if closed is None:
+        return []
+    q = shlex.quote  # the installation is held open on descriptor 3 while the tmpfs covers its path
+    return [f"exec 3<{q(str(install))}", f"mount -t tmpfs -o mode=0755 tmpfs {q(str(closed))}",
+            f"mkdir -p {q(str(install))}", f"mount --bind /proc/self/fd/3 {q(str(install))}", "exec 3<&-"]
+
+
+def run(cmd: list[str], *, binds: dict[str, Path] | None = None, env: dict | None = None, cwd: Path | None = None,
+        timeout: float = 600, python: str | None = None) -> subprocess.CompletedProcess:
+    """``cmd`` in the container (see ``command``), to its end."""
+    return subprocess.run(command(cmd, binds=binds, python=python), env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)

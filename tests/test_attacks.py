@@ -49,6 +49,8 @@ from pathlib import Path
 
 import pytest
 
+import container  # noqa: E402 - tests/ is on the path (the root conftest)
+
 ROOT = Path(__file__).resolve().parent.parent
 BANK = ROOT / "tests" / "submissions" / "attacks"
 HONEST = ROOT / "tests" / "submissions" / "first_kernel" / "correct.py"
@@ -139,8 +141,9 @@ def end_strays(tag: str) -> None:
 
 
 def grade(lab: str, subs: list[Path], out: Path, *extra: str, env: dict | None = None, limit_s: float = 600,
-          tag: str | None = None) -> Run:
-    """`python -m autograder grade` on these files; killed (with every process it started) after limit_s."""
+          tag: str | None = None, wrap=None) -> Run:
+    """`python -m autograder grade` on these files; killed (with every process it started) after limit_s.
+    ``wrap``: turns the command line into the one that runs (a Docker-like container's)."""
     tag = tag or uuid.uuid4().hex
     full_env = dict(os.environ, **(env or {}))
     full_env[TAG_VAR] = tag
@@ -149,6 +152,8 @@ def grade(lab: str, subs: list[Path], out: Path, *extra: str, env: dict | None =
     logs = out.parent / f".{out.name}-grader-logs"
     logs.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "autograder", "grade", "--lab", lab, "--out", str(out), *extra, *map(str, subs)]
+    if wrap is not None:
+        cmd = wrap(cmd)
     tmp_before = set(os.listdir("/tmp"))
     started = time.monotonic()
     with open(logs / "stdout", "w") as so, open(logs / "stderr", "w") as se:
@@ -221,14 +226,16 @@ def check_scores(run: Run, keys_: list[str], name_of=lambda k: attack_file(k).na
                             f"{exp.get('min_points', 0)} to {exp['max_points']}; feedback: "
                             f"{feedback(res, exp['exercise'])[:300]!r}; printed: "
                             f"{res.get('extra_data', {}).get('printed_tail', '')[-600:]!r}")
-        if exp.get("words") and exp["words"] not in feedback(res, exp["exercise"]):
+        words = [exp["words"]] if isinstance(exp.get("words"), str) else exp.get("words") or []
+        if words and not any(w in feedback(res, exp["exercise"]) for w in words):  # a list: any of them (walls differ)
             problems.append(f"{key}: feedback lacks {exp['words']!r}: {feedback(res, exp['exercise'])[:300]!r}")
         if exp.get("lines") and not any(re.search(rf"\bline {n}\b", feedback(res, exp["exercise"]))
                                         for n in exp["lines"]):
             problems.append(f"{key}: feedback names none of the lines {exp['lines']} (as 'line N'): "
                             f"{feedback(res, exp['exercise'])[:300]!r}")
         printed = res.get("extra_data", {}).get("printed_tail", "")
-        if exp.get("printed") and exp["printed"] not in printed:
+        said = [exp["printed"]] if isinstance(exp.get("printed"), str) else exp.get("printed") or []
+        if said and not any(p in printed for p in said):
             problems.append(f"{key}: its payload did not run to the end (the printed tail lacks "
                             f"{exp['printed']!r}); feedback: {feedback(res, exp['exercise'])[:300]!r}; "
                             f"printed: {printed[-600:]!r}")
@@ -472,9 +479,12 @@ class MachineRun:
 
 
 def _machine_run(base: Path, attack_keys: list[str], extra_subs: list[str], lab: str = "first_kernel",
-                 exercise: str = "vector_add", renames: dict[str, str] | None = None) -> MachineRun:
+                 exercise: str = "vector_add", renames: dict[str, str] | None = None,
+                 in_container: bool = False) -> MachineRun:
     """Grade the attacks (copied beside the canaries, under their own names or ``renames[key]``) and
-    extra_subs (files already in the canaries' submissions folder), then look at the canaries."""
+    extra_subs (files already in the canaries' submissions folder), then look at the canaries.
+    ``in_container``: as root in a Docker-like container, where bubblewrap cannot make namespaces and
+    the uid walls stand between the attacks and the canaries."""
     tag = uuid.uuid4().hex
     procs_before = {int(d) for d in os.listdir("/proc") if d.isdigit()}
     survivors: dict[int, str] = {}
@@ -486,8 +496,10 @@ def _machine_run(base: Path, attack_keys: list[str], extra_subs: list[str], lab:
             shutil.copy(attack_file(key), subs[-1])
         subs += [can.subs_dir / n for n in extra_subs]
         can.home_before, can.subs_before = _tree(can.home), _tree(can.subs_dir)
+        wrap = (lambda cmd: container.command(cmd, python=sys.executable)) if in_container else None
+        env = dict(can.env, AUTOGRADER_SANDBOX="uid") if in_container else can.env
         run = grade(lab, subs, can.out, "--exercise", exercise, "--simulator", "--timeout",
-                    str(TIMEOUT), "--memory-limit", "2", env=can.env, tag=tag, limit_s=600)
+                    str(TIMEOUT), "--memory-limit", "2", env=env, tag=tag, limit_s=600, wrap=wrap)
         at_end = _results_files(can.out)
         time.sleep(DAEMON_WAIT_S)  # a daemon's moment: after grading ends
         survivors = _survivors(procs_before)
@@ -518,16 +530,22 @@ MACHINE = [k for k in keys({"machine"}, "cpu") if not k.endswith(("/plant_module
 POLICY_MACHINE = [k for k in MACHINE if EXPECTED[k].get("policy_run")]
 
 
-@pytest.fixture(scope="module", params=["first_kernel", "batching"])
+@pytest.fixture(scope="module", params=["first_kernel", "batching", "first_kernel-uid", "batching-uid"])
 def machine(request, tmp_path_factory):
-    if request.param == "first_kernel":
-        return _machine_run(tmp_path_factory.mktemp("machine"), MACHINE, ["classmate.py", "zz_victim.py"])
+    """The machine attacks with bubblewrap, and again in a Docker-like container (the uid walls)."""
+    lab, _, walls = request.param.partition("-")
+    inside = walls == "uid"
+    if inside and container.unusable():
+        pytest.skip(container.unusable())
+    if lab == "first_kernel":
+        return _machine_run(tmp_path_factory.mktemp("machine"), MACHINE, ["classmate.py", "zz_victim.py"],
+                            in_container=inside)
     # No honest policy is graded here (a simulation takes ~20 s): the canaries are the victims. The
     # module planter goes last (the grader takes files in name order): where it is not stopped, it breaks
     # the grading of every submission after it, which would hide what their payloads do.
     return _machine_run(tmp_path_factory.mktemp("machine-policy"), POLICY_MACHINE + ["first_kernel/plant_module"],
                         [], lab="batching", exercise="schedule",
-                        renames={"first_kernel/plant_module": "zz_plant_module.py"})
+                        renames={"first_kernel/plant_module": "zz_plant_module.py"}, in_container=inside)
 
 
 @pytest.fixture(scope="module")

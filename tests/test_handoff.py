@@ -215,6 +215,42 @@ def test_gradescope_image_builds_offline_and_grades_in_a_container_without_names
         assert res["score"] == 0 and words in json.dumps(res), (files, res)
 
 
+@pytest.mark.heavy
+def test_a_torch_labs_zip_installs_torch_and_triton_and_its_self_check_grades_the_solution(wheelhouse, tmp_path):
+    """The triton_kernels zip, offline: its setup.sh installs torch (CPU) and Triton from the bundled
+    wheels and grades the lab's own solution in Triton's interpreter, in a container without
+    namespaces; the solution's results there are full marks on everything gradable without a GPU."""
+    import torch
+    import triton
+
+    why = container.unusable()
+    python = _image_python()
+    if why or python is None:
+        pytest.skip(why or "no Python of this version that another user may run")
+    wheels = tmp_path / "wheels"
+    shutil.copytree(wheelhouse, wheels)
+    torch_version = torch.__version__.split("+")[0]
+    got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--dest", str(wheels),
+                          f"torch=={torch_version}", f"triton=={triton.__version__}", "ninja>=1.11"],
+                         capture_output=True, text=True, timeout=1200)
+    assert got.returncode == 0, got.stderr[-3000:]
+    zip_path = tmp_path / "triton_kernels.zip"
+    autograder("gradescope", "triton_kernels", "--out", str(zip_path), "--wheelhouse", str(wheels))
+    root = tmp_path / "autograder"
+    _unpack(zip_path, root)
+    env = _gradescope_env(Path("/autograder"))
+    env["AUTOGRADER_PYTHON"] = python
+    setup = container.run(["bash", "/autograder/source/setup.sh"], binds={"/autograder": root}, env=env, cwd=root,
+                          timeout=2400)
+    assert setup.returncode == 0, setup.stdout[-4000:] + setup.stderr[-4000:]
+    assert "its solution scores" in setup.stdout, setup.stdout
+    solution = (ROOT / "labs" / "triton_kernels" / "solutions" / "triton_kernels.ipynb").read_bytes()
+    res = _submit(root, env, {"triton_kernels.ipynb": solution}, inside=True)
+    scored = {t["tags"][0]: t["score"] for t in res["tests"] if t["tags"][1] == "correctness"}
+    want = {e.name: e.points for e in get_lab("triton_kernels").exercises if not e.gpu_only}
+    assert scored == want, res
+
+
 GRADESCOPE_ATTACKS = ROOT / "tests" / "submissions" / "attacks" / "gradescope"
 
 
