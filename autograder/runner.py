@@ -29,6 +29,11 @@ import sys
 import threading
 import types
 
+# The reflection builtins as they are at import: the guards may put stand-ins for them in builtins
+# (REFLECTION), and the runner's own code (the audit hook among it) must not call those.
+getattr, setattr, vars = getattr, setattr, vars  # noqa: A001, PLW0127 - module globals, on purpose
+_real_getattr = getattr
+
 MAX_IN = 64 << 20  # bytes of one message from the judge (cases can be long lists)
 TEXT = 2000  # characters of an error message sent back
 CELL_NAMES: set[str] = set()  # the submission's cells, as messages name them
@@ -143,17 +148,20 @@ class Guard:
             self.codes.append(c)
             todo.extend(k for k in c.co_consts if hasattr(k, "co_code"))
 
-    def caller_is_learner(self, depth: int = 2, transparent=None) -> bool:
+    def caller_is_learner(self, depth: int = 2, transparent=None, through_runner: bool = True) -> bool:
         """Whether the code that made this call is the learner's. Frames of the standard library
         (and of ``transparent`` packages) act for whoever called them, so they are looked through:
-        a forbidden call handed to functools, timeit or traceback is still the learner's."""
+        a forbidden call handed to functools, timeit or traceback is still the learner's.
+        ``through_runner``: the runner's own frames act for their caller too (its stand-ins for
+        library functions); not for the reflection builtins, which the runner itself uses."""
         try:
             f = sys._getframe(depth)
         except ValueError:
             return False
         # the guard's own stand-ins (a wrapped numpy.array that NumPy calls) act for their caller too
         while f is not None and id(f.f_code) not in self.code_ids and (
-                _see_through(f.f_code.co_filename, transparent) or f.f_code.co_filename == _RUNNER_FILE):
+                _see_through(f.f_code.co_filename, transparent) or
+                (through_runner and f.f_code.co_filename == _RUNNER_FILE)):
             if f.f_code.co_name == "<module>":
                 return False  # a module of the library being imported: what it does is its own
             f = f.f_back
@@ -276,8 +284,53 @@ def _audit(event: str, args) -> None:
         _IN_HOOK.on = False
 
 
+# The reflection builtins: generic access to any attribute, namespace or code. Graded code that may
+# not build names at run time may not reach these by any route (an alias, a module's `builtins`
+# attribute, a match pattern, a standard-library helper that calls them for it): with any of them,
+# every object of the process is one attribute away.
+# (exec, eval and compile are the audit hook's: it refuses them to learner code however reached.)
+REFLECTION = ("builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.vars", "builtins.globals",
+              "builtins.locals", "operator.attrgetter", "operator.methodcaller")  # these two: classes
+# Those that read the caller's own frame when called with no argument (vars(), globals(), locals()).
+_FRAME_READERS = {"builtins.vars": "f_locals", "builtins.globals": "f_globals", "builtins.locals": "f_locals"}
+
+
+def _wrap_reflection(obj, full: str):
+    """A stand-in for a reflection builtin: refuses learner callers, however the call was reached (the
+    standard library's frames act for their caller; the runner's own do not: it uses these itself)."""
+    guard = GUARD
+    frame_attr = _FRAME_READERS.get(full)
+
+    def wrapper(*a, **k):
+        if guard.active and guard.caller_is_learner(2, through_runner=False) and guard.denied(full):
+            raise guard.refuse(full)
+        if frame_attr is not None and not a and not k:
+            return _real_getattr(sys._getframe(1), frame_attr)  # the caller's frame, as the builtin reads it
+        return obj(*a, **k)
+
+    wrapper.__name__ = getattr(obj, "__name__", "wrapper")
+    wrapper.__qualname__ = getattr(obj, "__qualname__", wrapper.__name__)
+    wrapper.__doc__ = getattr(obj, "__doc__", None)
+    return wrapper
+
+
+def _reflection_class(cls, full: str):
+    """A stand-in for operator.attrgetter or methodcaller (classes: torch's compiler registers them as
+    such): making one refuses learner callers; what it makes is the real object."""
+    guard = GUARD
+
+    def __new__(_, *args, **kwargs):
+        if guard.active and guard.caller_is_learner(2, through_runner=False) and guard.denied(full):
+            raise guard.refuse(full)
+        return cls(*args, **kwargs)
+
+    return type(cls.__name__, (), {"__new__": __new__, "__module__": cls.__module__, "__doc__": cls.__doc__})
+
+
 def _wrap_callable(obj, full: str):
     """A stand-in for a library callable: refuses calls made directly from learner code."""
+    if full in REFLECTION:
+        return _reflection_class(obj, full) if isinstance(obj, type) else _wrap_reflection(obj, full)
     guard = GUARD
 
     def check():
@@ -343,7 +396,8 @@ def install_function_guards(patterns: list[str]) -> int:
             is_ufunc = type(obj).__name__ == "ufunc"
             # type(obj), not isinstance: isinstance reads obj.__class__, and some module attributes
             # warn on any attribute read (torch.distributed.reduce_op's FutureWarning).
-            if issubclass(type(obj), plain) or is_ufunc or type(obj).__name__ in ("_ArrayFunctionDispatcher",):
+            if issubclass(type(obj), plain) or is_ufunc or type(obj).__name__ in ("_ArrayFunctionDispatcher",) \
+                    or f"{mod_name}.{a}" in REFLECTION:
                 targets.setdefault(id(obj), (obj, f"{mod_name}.{a}"))
     if not targets:
         return 0

@@ -233,6 +233,9 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
     from numba.cuda.simulator import kernelapi
     from numba.cuda.simulator.cudadrv import devicearray as sim_da
 
+    import builtins
+
+    getattr = builtins.getattr  # noqa: A001 - as it is now: the guards may later put a stand-in in builtins
     store: dict[int, list] = {}  # id(handle) -> [weakref to it, its record]; every array's memory is here
     current_thread = threading.current_thread
     atomic_lock = threading.Lock()

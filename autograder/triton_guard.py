@@ -27,8 +27,12 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line):
     ``learner_frame(depth)``: whether the frame ``depth`` above the caller is learner code (looking
     through the standard library); ``refuse(what)``: the exception for a forbidden use;
     ``learner_line()``: the line of learner code running now."""
+    import builtins
+
     import triton.language as tl
     from triton.runtime import interpreter as ti
+
+    getattr = builtins.getattr  # noqa: A001 - as it is now: the guards may later put a stand-in in builtins
 
     found: list[str] = []
     launches: list[dict] = []  # a stack: the running launch's {"name", "ranges"}
