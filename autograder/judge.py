@@ -383,11 +383,13 @@ class Judge:
         group_ex = [e for e in self.lab.exercises if tuple(sorted(hidden_libraries(e))) == group]
         patterns = sorted({p for e in group_ex for p in rules(e)["deny"]})
         common = [p for p in patterns if all(p in rules(e)["deny"] for e in group_ex)]
+        # what any exercise of the group allows is not refused while the cells load (triton.jit under triton.*)
+        allowed = sorted({a for e in group_ex for a in rules(e)["allow"]})
         triton = any(e.backend == "triton" for e in group_ex)
         return {"mode": "sim" if self.opts.simulator else "gpu", "cells": self.cells,
                 "setup": self.lab.grading_setup(self.opts.simulator),  # the lab's set-up cell's names too
                 "libraries": sorted({lib for e in group_ex for lib in libraries(e)}),
-                "patterns": patterns, "load_rules": {"deny": common, "allow": []},
+                "patterns": patterns, "load_rules": {"deny": common, "allow": allowed},
                 "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),
                 "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
                 "memtrace": grader_source("memtrace") if self.profiling() and self.opts.simulator else None,

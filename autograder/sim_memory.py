@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dis
 import math
+import operator
 import sys
 import threading
 import types
@@ -108,99 +109,117 @@ def _numba_type_names() -> set[str]:
 
 
 class KernelCheck:
-    """Whether a kernel's code reaches only what a GPU kernel can (see the module's docstring)."""
+    """Whether a kernel's code reaches only what a GPU kernel can (see the module's docstring).
 
-    def __init__(self, is_kernel) -> None:
+    What the code does (its bytecode and the attributes it names) is read once per code object;
+    what its names hold (globals, closure cells, default arguments) is checked at every launch, so
+    rebinding a name after a launch that passed changes nothing."""
+
+    def __init__(self, is_kernel, fake_cuda) -> None:
+        from numba.core import types as ntypes
+
         self.is_kernel = is_kernel  # a simulator kernel or device function: obj -> its Python function, or None
+        self.fake_cuda = fake_cuda  # the simulator's cuda module classes (swapped in during a launch)
+        self.numba_type = ntypes.Type
         self.callables = _allowed_callables()
         self.attributes = KERNEL_ATTRIBUTES | _numba_type_names()
-        self.seen: dict = {}  # code object -> '' (fine) or why not
+        self.scalars = {t for t in np.sctypeDict.values() if isinstance(t, type)}
+        self.read: dict = {}  # code object -> (why its code is refused or '', [(name, line, closure?), ...])
 
     def problem(self, fn, name: str) -> str:
-        return self._scan(fn, name, set())
+        return self._check(fn, name, set())
 
-    def _scan(self, fn, name: str, visiting: set) -> str:
+    def _check(self, fn, name: str, visiting: set) -> str:
         code = getattr(fn, "__code__", None)
         if not isinstance(code, types.CodeType):
             return f"{name} is not Python code the simulator can check"
-        if code in self.seen:
-            return self.seen[code]
-        if code in visiting:
+        if id(fn) in visiting:
             return ""
-        visiting.add(code)
-        scope = dict(getattr(fn, "__globals__", {}))
+        visiting.add(id(fn))
+        if code not in self.read:
+            self.read[code] = self._read(code, name)
+        why, names = self.read[code]
+        if why:
+            return why
+        scope = getattr(fn, "__globals__", {})
+        builtins = scope.get("__builtins__", {})
+        builtins = builtins if isinstance(builtins, dict) else vars(builtins)
         cells = {}
         for var, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
             try:
                 cells[var] = cell.cell_contents
             except ValueError:
                 cells[var] = None
-        why = ""
-        for c in _codes(code):
-            why = self._ops(c, fn, name, scope, cells, visiting)
+        for var, line, closure in names:
+            where = f"{name}, line {line}"
+            if closure:
+                why = self._value(cells.get(var), var, where, visiting)
+            elif var in scope:
+                why = self._value(scope[var], var, where, visiting)
+            elif var not in builtins or var not in KERNEL_BUILTINS:
+                why = f"{where} uses {var}(), which a GPU kernel does not have"
             if why:
-                break
-        self.seen[code] = why
-        return why
-
-    def _ops(self, c, fn, name, scope, cells, visiting) -> str:
-        where = f"{name}, line {{line}}"
-        line = c.co_firstlineno
-        builtins = scope.get("__builtins__", {})
-        builtins = builtins if isinstance(builtins, dict) else vars(builtins)
-        for ins in dis.get_instructions(c):
-            if ins.starts_line:
-                line = ins.starts_line
-            op = ins.opname
-            if op in _REFUSED_OPS:
-                return (f"{where.format(line=line)} uses {_REFUSED_OPS[op]}, which Numba cannot compile into a "
-                        "GPU kernel")
-            if op in ("STORE_DEREF", "DELETE_DEREF") and ins.argval in c.co_freevars:
-                return f"{where.format(line=line)} assigns {ins.argval}, a variable outside the kernel"
-            if op in ("LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR"):
-                attr = ins.argval if isinstance(ins.argval, str) else str(ins.argval)
-                if attr not in self.attributes:
-                    return (f"{where.format(line=line)} uses .{attr}: in a kernel only array elements, .shape and "
-                            "the cuda, math, numpy scalar and numba names a GPU kernel has are available")
-            elif op in ("LOAD_GLOBAL", "LOAD_NAME"):
-                var = ins.argval
-                if var in scope:
-                    why = self._value(scope[var], var, where.format(line=line), visiting)
-                elif var not in builtins or var not in KERNEL_BUILTINS:
-                    why = f"{where.format(line=line)} uses {var}(), which a GPU kernel does not have"
-                else:
-                    why = ""
-                if why:
-                    return why
-            elif op in ("LOAD_DEREF", "LOAD_CLASSDEREF") and ins.argval in cells:
-                why = self._value(cells[ins.argval], ins.argval, where.format(line=line), visiting)
-                if why:
-                    return why
+                return why
+        defaults = list(getattr(fn, "__defaults__", None) or ()) + list((getattr(fn, "__kwdefaults__", None)
+                                                                           or {}).values())
+        for value in defaults:
+            why = self._value(value, "a default argument", f"{name} (its definition)", visiting)
+            if why:
+                return why
         return ""
+
+    def _read(self, code, name: str) -> tuple[str, list]:
+        """(why the code is refused, or '', the names it loads: (name, line, from a closure cell))."""
+        names, seen = [], set()
+        for c in _codes(code):
+            line = c.co_firstlineno
+            where = f"{name}, line {{line}}"
+            for ins in dis.get_instructions(c):
+                if ins.starts_line:
+                    line = ins.starts_line
+                op = ins.opname
+                if op in _REFUSED_OPS:
+                    return (f"{where.format(line=line)} uses {_REFUSED_OPS[op]}, which Numba cannot compile into a "
+                            "GPU kernel"), []
+                if op in ("STORE_DEREF", "DELETE_DEREF") and ins.argval in c.co_freevars:
+                    return f"{where.format(line=line)} assigns {ins.argval}, a variable outside the kernel", []
+                if op in ("LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR"):
+                    attr = ins.argval if isinstance(ins.argval, str) else str(ins.argval)
+                    if attr not in self.attributes:
+                        return (f"{where.format(line=line)} uses .{attr}: in a kernel only array elements, .shape "
+                                "and the cuda, math, numpy scalar and numba names a GPU kernel has are available"), []
+                elif op in ("LOAD_GLOBAL", "LOAD_NAME") or (op in ("LOAD_DEREF", "LOAD_CLASSDEREF")
+                                                             and ins.argval in c.co_freevars and c is code):
+                    key = (ins.argval, op.startswith("LOAD_DEREF") or op == "LOAD_CLASSDEREF")
+                    if key not in seen:
+                        seen.add(key)
+                        names.append((ins.argval, line, key[1]))
+        return "", names
 
     def _value(self, value, var: str, where: str, visiting: set) -> str:
         """'' if a kernel may use ``value`` (named ``var``), else why not."""
-        if value is None or isinstance(value, (bool, int, float, complex, str, np.generic, np.dtype)):
+        if value is None or type(value) in (bool, int, float, complex, str) or type(value) in self.scalars \
+                or type(value) is np.dtype or isinstance(value, np.dtype) and type(value).__module__ == "numpy.dtypes":
             return ""
-        if isinstance(value, tuple):
+        if type(value) is tuple:
             return next((w for w in (self._value(v, var, where, visiting) for v in value) if w), "")
         if isinstance(value, types.ModuleType):
             top = value.__name__.split(".")[0]
             return "" if top in KERNEL_MODULES else f"{where} uses the module {value.__name__}, which a GPU kernel " \
                                                     "cannot call"
-        if isinstance(value, type) and issubclass(value, np.generic):
-            return ""
-        if type(value).__module__.startswith(("numba.core.types", "numba.cuda.types", "numba.core.typing")):
+        if isinstance(value, type) and value in self.scalars:
+            return ""  # np.float32 and its kind, as a constructor
+        if isinstance(value, self.numba_type):
             return ""  # a Numba type (float32 from numba)
-        if type(value).__name__ == "FakeCUDAModule" or type(value).__name__.startswith("FakeCUDA"):
+        if type(value) in self.fake_cuda:
             return ""  # the simulator's cuda module during a launch
         inner = self.is_kernel(value)
         if inner is not None:
-            return self._scan(inner, getattr(inner, "__name__", var), visiting)
+            return self._check(inner, getattr(inner, "__name__", var), visiting)
         if id(value) in self.callables:
             return ""
-        if isinstance(value, types.FunctionType) and value.__module__ in ("submission", "__main__"):
-            return self._scan(value, value.__name__, visiting)  # a plain function of the learner's: checked the same
+        if type(value) is types.FunctionType and value.__module__ in ("submission", "__main__"):
+            return self._check(value, value.__name__, visiting)  # a plain function of the learner's: checked the same
         kind = "a NumPy array on the host" if isinstance(value, np.ndarray) else f"a {type(value).__name__}"
         return (f"{where} uses {var}, {kind}: a GPU kernel reaches only its arguments, numbers, tuples, device "
                 "functions and the cuda, math and numba modules (pass arrays as arguments)")
@@ -314,34 +333,37 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
         # views: more handles on the same memory
         def __getitem__(self, key):
             v = _view(self)
-            out = v[key]
+            out = v[_plain_key(key)]
             if isinstance(out, np.ndarray):
                 return handle(out, _rec(self))
             _host("read", "reading a device array element on the host")
             return out
 
-        def reshape(self, *shape, **kw):
-            return handle(_view(self).reshape(*shape, **kw), _rec(self))
+        def reshape(self, *shape, order="C"):
+            shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+            return handle(_view(self).reshape(_ints(shape), order=_order(order)), _rec(self))
 
         def ravel(self, order="C"):
             v = _view(self)
             if not (v.flags.c_contiguous or v.flags.f_contiguous):
                 raise NotImplementedError("ravel of a device array that is not contiguous")
-            return handle(v.ravel(order), _rec(self))
+            return handle(v.ravel(_order(order)), _rec(self))
 
         def view(self, dtype):
-            return handle(_view(self).view(dtype), _rec(self))
+            return handle(_view(self).view(_plain_dtype(dtype)), _rec(self))
 
         def transpose(self, axes=None):
-            return handle(np.transpose(_view(self), axes), _rec(self))
+            return handle(np.transpose(_view(self), None if axes is None else _ints(axes)), _rec(self))
 
         T = property(transpose)
 
         def squeeze(self, axis=None, stream=0):
+            axis = None if axis is None else _ints(axis) if isinstance(axis, (tuple, list)) else operator.index(axis)
             return handle(_view(self).squeeze(axis), _rec(self))
 
         def split(self, section, stream=0):
             v = _view(self)
+            section = operator.index(section)
             return [handle(p, _rec(self)) for p in np.split(v, range(section, len(v), section))]
 
         def bind(self, stream=0):
@@ -353,22 +375,24 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
             v = _view(self)
             if ary is None:
                 return np.array(v)
-            np.copyto(ary, v)
+            if type(ary) is not np.ndarray:
+                raise TypeError("copy_to_host writes into a NumPy array")
+            ary[...] = v
             return ary
 
         def copy_to_device(self, ary, stream=0):
             _host("write", "host access to a device array (copy_to_device)")
-            src = _view(ary) if isinstance(ary, DeviceArray) else np.asarray(ary)
+            src = _plain_copy(ary)
             v = _view(self)
             if src.shape != v.shape or src.dtype != v.dtype:
                 raise ValueError(f"incompatible arrays: {src.shape} {src.dtype} into {v.shape} {v.dtype}")
-            np.copyto(v, src)
+            v[...] = src
             _mark_written(_rec(self), v)
 
         def __setitem__(self, key, value):
             _host("write", "writing a device array element on the host")
             v = _view(self)
-            v[key] = _view(value) if isinstance(value, DeviceArray) else value
+            v[_plain_key(key)] = _plain_copy(value)
             _mark_written(_rec(self), v)
 
         def __array__(self, dtype=None, copy=None):
@@ -385,6 +409,16 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
 
         __copy__ = __deepcopy__ = lambda self, *a: (_ for _ in ()).throw(
             TypeError("a device array cannot be copied on the host: use cuda.device_array_like and a kernel"))
+
+    def _plain_copy(value) -> np.ndarray:
+        """A value learner code gives to be copied into device memory, as a plain NumPy array of its own:
+        no hook of the learner's (a subclass, __array_function__) runs while the grader's memory is reachable."""
+        if isinstance(value, DeviceArray):
+            return np.array(_view(value))
+        out = np.array(value, subok=False)
+        if out.dtype.hasobject:
+            raise TypeError("a device array holds numbers")
+        return out
 
     def _host(kind: str, what: str) -> None:
         read_forbidden, write_forbidden = host_rules()
@@ -446,11 +480,13 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
         key = (block << 38) | ((phase & 0xFFFF) << 22) | ((tid // WARP & 0x3F) << 16) | (warp_phase & 0xFFFF)
         return block * launch.block_size + tid, key, t
 
-    def concurrent(launch, a: int, b: int) -> bool:
-        """Whether two accesses (ordering keys) are unordered: different blocks (unless fenced), or
-        the same block and barrier phase, in different warps or the same warp phase."""
+    def concurrent(launch, a: int, b: int, writes: bool = False) -> bool:
+        """Whether two accesses (ordering keys) are unordered: different blocks, or the same block
+        and barrier phase, in different warps or the same warp phase. In a launch that calls
+        cuda.threadfence(), a read of what another block wrote is the programmer's to order (a fence
+        and a flag); two writes (``writes``) never are."""
         if a >> 38 != b >> 38:
-            return not launch.fenced
+            return writes or not launch.fenced
         if (a >> 22) & 0xFFFF != (b >> 22) & 0xFFFF:
             return False
         return (a >> 16) & 0x3F != (b >> 16) & 0x3F or a & 0xFFFF == b & 0xFFFF
@@ -483,7 +519,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
                 s[7], s[8], s[9] = g, key, line
             return
         atomic = kind == "a"
-        if w_g >= 0 and w_g != g and not (atomic and w_atomic) and concurrent(launch, key, w_key):
+        if w_g >= 0 and w_g != g and not (atomic and w_atomic) and concurrent(launch, key, w_key, writes=True):
             race(launch, rec, flat, g, line, "wrote" if not atomic else "updated atomically", w_g, w_line,
                  "wrote" if not w_atomic else "updated atomically")
         for r in (4, 7):
@@ -496,7 +532,8 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
     def race(launch, rec, flat, g, line, did, other, other_line, other_did) -> None:
         same = g // launch.block_size == other // launch.block_size
         fix = ("separate the accesses with cuda.syncthreads(), or use cuda.atomic" if same else
-               "threads of different blocks are never ordered within a launch: use cuda.atomic, or a second launch")
+               "threads of different blocks are never ordered within a launch (a fence orders no two writes): use "
+               "cuda.atomic, or a second launch")
         fault(f"a data race on {rec.name} in kernel '{launch.name}': {thread_words(launch, g)} {did} element {flat} "
               f"at line {line}, and {thread_words(launch, other)} {other_did} it at line {other_line}, with nothing "
               f"ordering the two ({fix}). On a GPU the result would depend on timing.")
@@ -536,6 +573,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
             if not isinstance(value, (int, float, complex, bool, np.generic)):
                 raise KernelRefused(f"line {line}: a kernel stores numbers in array elements, not a "
                                     f"{type(value).__name__}")
+            value = view.dtype.type(value)  # a plain number: no hook of a subclass runs on the memory
             flat = _flat(launch, view, rec, idx)
             if state_key is not None:
                 check(launch, rec, state_key, flat, "w", line)
@@ -624,7 +662,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
 
     # ------------------------------------------------------------------ making arrays
     def device_array(shape=None, dtype=np.float64, strides=None, order="C", stream=0):
-        base = np.empty(shape, dtype=dtype, order=order)
+        base = np.empty(_ints(shape), dtype=_plain_dtype(dtype), order=_order(order))
         line = _caller_line()
         return handle(base, Allocation(base.reshape(-1, order="A"), f"the array made at line {line}", "global",
                                        False))
@@ -638,8 +676,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
             to.copy_to_device(obj, stream=stream)
             return to
         _host("write", "host access to a device array (to_device)")
-        src = np.ascontiguousarray(obj)
-        base = np.array(src)
+        base = np.ascontiguousarray(_plain_copy(obj))
         line = _caller_line()
         return handle(base, Allocation(base.reshape(-1), f"the array copied to the device at line {line}", "global",
                                        True))
@@ -654,7 +691,9 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
 
     # ------------------------------------------------------------------ launches
     stock_call = kmod.FakeCUDAKernel.__call__
-    checker = KernelCheck(lambda obj: obj.fn if isinstance(obj, kmod.FakeCUDAKernel) else None)
+    checker = KernelCheck(lambda obj: obj.fn if type(obj) is kmod.FakeCUDAKernel else None,
+                          {kernelapi.FakeCUDAModule, kmod.FakeCUDAModule if hasattr(kmod, "FakeCUDAModule") else
+                           kernelapi.FakeCUDAModule})
 
     def to_kernel(launch, value, where: str):
         if isinstance(value, DeviceArray):
@@ -730,6 +769,19 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
         if shape == 0:  # dynamic shared memory: every such array of a block is the same bytes
             site = ("dynamic", dtype.str)
             base = np.frombuffer(self._dynshared.data, dtype=dtype, count=self._dynshared_size // dtype.itemsize)
+            if launch is not None:  # its views of every dtype share one record of bytes: a race across them shows
+                b = current_thread().blockIdx
+                block = b.x + launch.grid[0] * (b.y + launch.grid[1] * b.z)
+                key = (block, site)
+                arr = launch.shared.get(key)
+                if arr is None:
+                    rec = launch.shared.get((block, "dynamic bytes"))
+                    if rec is None:
+                        rec = launch.shared[(block, "dynamic bytes")] = Allocation(
+                            np.frombuffer(self._dynshared.data, dtype=np.uint8), "dynamic shared memory", "shared",
+                            False)
+                    arr = launch.shared[key] = kernel_view(launch, base, rec, id(rec))
+                return arr
         else:
             site = (caller.f_code.co_filename, caller.f_lineno)
             base = self._allocations.get(site)
@@ -842,6 +894,42 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
             return out
 
     return Memory
+
+
+def _ints(values) -> tuple:
+    """A shape or axes as plain ints (each through __index__, which sees no array)."""
+    if isinstance(values, (int, np.integer)):
+        return (operator.index(values),)
+    return tuple(operator.index(v) for v in values)
+
+
+def _order(order) -> str:
+    if order not in ("C", "F", "A"):
+        raise ValueError("order is 'C', 'F' or 'A'")
+    return order
+
+
+def _plain_dtype(dtype) -> np.dtype:
+    """A NumPy dtype of numbers, nothing else (a type whose hooks NumPy would call is refused)."""
+    if isinstance(dtype, type) and issubclass(dtype, np.ndarray):
+        raise TypeError("a device array views its memory as a NumPy dtype (float32, int32, ...), not as a class")
+    d = np.dtype(dtype)
+    if d.hasobject or type(d).__module__ != "numpy.dtypes":
+        raise TypeError("a device array views its memory as a NumPy dtype of numbers (float32, int32, ...)")
+    return d
+
+
+def _plain_key(key):
+    """An index of integers, slices, Ellipsis and None, each made plain (NumPy sees no learner object)."""
+    if isinstance(key, tuple):
+        return tuple(_plain_key(k) for k in key)
+    if key is None or key is Ellipsis:
+        return key
+    if isinstance(key, slice):
+        return slice(*(None if v is None else operator.index(v) for v in (key.start, key.stop, key.step)))
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return operator.index(key)
+    raise TypeError("a device array is indexed with integers and slices")
 
 
 def _numba_type(view: np.ndarray):

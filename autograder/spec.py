@@ -204,7 +204,11 @@ NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host", "*.copy_to_dev
 # itself in Triton's interpreter (a NumPy array: NumPy's maths inside a "kernel" that no GPU could
 # compile), and no part of Triton's language.
 TRITON_ONLY = ("torch.*", "numpy.*", "cupy.*", "*.handle", "*.handle.*", "!torch.empty", "!torch.empty_like",
-               "!torch.float32", "!torch.float16", "!torch.bfloat16", "!torch.int32", "!torch.int64") + SCALARS
+               "!torch.float32", "!torch.float16", "!torch.bfloat16", "!torch.int32", "!torch.int64") + SCALARS + (
+    # Of Triton itself, what a kernel's author uses: the language, jit and autotune, and the launch helpers.
+    # The rest (its interpreter, its runtime, its compiler) is no part of a kernel.
+    "triton.*", "!triton.language.*", "!triton.jit", "!triton.autotune", "!triton.Config", "!triton.heuristics",
+    "!triton.cdiv", "!triton.next_power_of_2")
 # CuPy array methods that copy or fill: the copy a learner is asked to write themselves.
 CUPY_ARRAY_COPIES = ("*.copy", "*.get", "*.set", "*.fill", "*.copy_from*", "*.copy_to*", "*.astype")
 

@@ -52,6 +52,31 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line):
 
     ti.InterpretedFunction.rewrite = rewrite
 
+    # ------------------------------------------------------------------ the interpreter's own code
+    # Not the learner's to call: its functions, its classes (ReduceOps would hand a learner callback
+    # a block's NumPy values) and its builder's methods, however they were reached.
+    def refusing(fn, what: str):
+        def guarded(*args, **kwargs):
+            if learner_frame(1):
+                raise refuse(f"Triton's interpreter's own {what} (a kernel is written in triton.language)")
+            return fn(*args, **kwargs)
+
+        guarded.__name__, guarded.__qualname__ = fn.__name__, getattr(fn, "__qualname__", fn.__name__)
+        guarded.__wrapped_by_grader__ = fn
+        return guarded
+
+    for name, obj in list(vars(ti).items()):
+        if name.startswith("__") or getattr(obj, "__module__", None) != ti.__name__:
+            continue
+        if isinstance(obj, type):
+            for attr, member in list(vars(obj).items()):
+                if obj.__name__ == "InterpreterBuilder" and callable(member) and not attr.startswith("__"):
+                    setattr(obj, attr, refusing(member, f"builder method {attr}"))
+            if name in ("ReduceOps", "ScanOps"):
+                ti.__dict__[name] = refusing(obj, name)  # the interpreter makes them by this name only
+        elif callable(obj) and type(obj).__name__ == "function" and name not in ("_patch_lang_tensor",):
+            ti.__dict__[name] = refusing(obj, f"function {name}")
+
     # ------------------------------------------------------------------ blocks
     for cls in (tl.core.tensor, getattr(tl.core, "tensor_descriptor_base", None)):
         if cls is not None:

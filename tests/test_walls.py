@@ -49,6 +49,9 @@ def test_a_device_array_in_the_simulator_exposes_no_data(numba_walls, probe, sai
     ("captured_list", "uses stash, a list: a GPU kernel reaches only its arguments"),
     ("array_method_in_kernel", "uses .sum"),
     ("try_in_kernel", "uses try/except"),
+    ("default_argument", "uses a default argument, a list"),
+    ("rebound_after_a_launch", "uses buf, a NumPy array on the host"),
+    ("view_with_a_hooked_dtype", "a device array views its memory as a NumPy dtype"),
 ])
 def test_a_launch_numba_could_not_compile_for_a_gpu_is_refused(numba_walls, probe, said):
     assert said in numba_walls[probe], numba_walls[probe]
@@ -59,6 +62,7 @@ def test_a_launch_numba_could_not_compile_for_a_gpu_is_refused(numba_walls, prob
     ("shared_race", "a data race on the shared array of line 4"),
     ("global_race_across_blocks", "threads of different blocks are never ordered"),
     ("uninitialised_shared", "read element 5 of the shared array of line 4 at line 10 before any thread wrote it"),
+    ("fenced_racy_counts", "a data race on 'out'"),
 ])
 def test_what_a_gpu_would_get_wrong_is_kept_as_a_fault(numba_walls, probe, said):
     assert f"fault: {said}" in numba_walls[probe] or ("fault:" in numba_walls[probe] and said in numba_walls[probe]), \
@@ -75,6 +79,7 @@ def test_honest_kernels_pass_every_wall(numba_walls, probe):
     ("repr_of_a_block", "ok: '<Triton block of fp32, shape [8]>'"),
     ("one_past_the_end", "fault: kernel 'k' reads memory outside its arrays at line 6: 1 element(s) past the end"),
     ("interpreter_memory_directly", "Triton's interpreter's memory functions"),
+    ("interpreter_internals_by_match", "Triton's interpreter's own ReduceOps"),
 ])
 def test_tritons_interpreter_shows_no_data_and_keeps_memory_inside_the_arrays(triton_walls, probe, said):
     assert said in triton_walls[probe], triton_walls[probe]

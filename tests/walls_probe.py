@@ -79,11 +79,43 @@ NUMBA = {
         k[1, 1](x, host)
     """,
     "captured_list": """
-        stash = []
+        stash = [0.0]
         @cuda.jit
         def k(a):
-            stash.append(a)
+            stash[0] = a[0]
         k[1, 1](x)
+    """,
+    "default_argument": """
+        box = [0.0]
+        @cuda.jit
+        def k(a, acc=box):
+            acc[0] = a[0]
+        k[1, 1](x)
+    """,
+    "rebound_after_a_launch": """
+        buf = 0
+        @cuda.jit
+        def k(a):
+            buf[0] = a[0]
+        try:
+            k[1, 1](x)
+        except Exception:
+            pass
+        buf = numpy.float32(0).repeat(8)
+        k[1, 1](x)
+    """,
+    "fenced_racy_counts": """
+        @cuda.jit
+        def k(a, o):
+            cuda.threadfence()
+            o[0] += 1
+        k[4, 1](x, out)
+    """,
+    "view_with_a_hooked_dtype": """
+        class Hook(numpy.ndarray):
+            def __array_finalize__(self, obj):
+                pass
+        result = x.view(Hook)
     """,
     "array_method_in_kernel": """
         @cuda.jit
@@ -233,6 +265,11 @@ TRITON = {
             tl.store(o_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
         k[(1,)](x, out, 8)
         result = float(out.sum())
+    """,
+    "interpreter_internals_by_match": """
+        match triton:
+            case object(runtime=object(interpreter=inside)):
+                result = inside.ReduceOps(0, None, True)
     """,
     "interpreter_memory_directly": """
         from triton.runtime import interpreter
