@@ -295,6 +295,21 @@ REFLECTION = ("builtins.getattr", "builtins.setattr", "builtins.delattr", "built
 _FRAME_READERS = {"builtins.vars": "f_locals", "builtins.globals": "f_globals", "builtins.locals": "f_locals"}
 
 
+# Standard-library modules whose code calls the reflection builtins with names of its own, on the
+# objects it is given (functools.wraps copying __name__, dataclasses reading fields, enum, typing):
+# what they do is theirs. Other standard-library code (string.Formatter.get_field, copy, pydoc) acts
+# for whoever called it, so a learner cannot have it read attributes by names of the learner's.
+_REFLECTION_HELPERS = tuple(os.sep + n for n in ("functools.py", "dataclasses.py", "typing.py", "enum.py", "abc.py",
+                                                  "contextlib.py", "warnings.py", "weakref.py",
+                                                  "collections" + os.sep + "__init__.py"))
+
+
+def _reflection_helper(frame) -> bool:
+    """The frame that called a reflection builtin is one of _REFLECTION_HELPERS."""
+    name = frame.f_code.co_filename if frame is not None else ""
+    return name.endswith(_REFLECTION_HELPERS) and name.startswith(_STDLIB)
+
+
 def _wrap_reflection(obj, full: str):
     """A stand-in for a reflection builtin: refuses learner callers, however the call was reached (the
     standard library's frames act for their caller; the runner's own do not: it uses these itself)."""
@@ -302,7 +317,8 @@ def _wrap_reflection(obj, full: str):
     frame_attr = _FRAME_READERS.get(full)
 
     def wrapper(*a, **k):
-        if guard.active and guard.caller_is_learner(2, through_runner=False) and guard.denied(full):
+        if guard.active and not _reflection_helper(sys._getframe(1)) and \
+                guard.caller_is_learner(2, through_runner=False) and guard.denied(full):
             raise guard.refuse(full)
         if frame_attr is not None and not a and not k:
             return _real_getattr(sys._getframe(1), frame_attr)  # the caller's frame, as the builtin reads it
