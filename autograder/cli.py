@@ -294,7 +294,8 @@ def cmd_gradescope(args) -> int:
     try:
         out = build_zip(_lab(args.lab), Path(args.out), cases=args.hide_cases,
                         wheelhouse=Path(args.wheelhouse) if args.wheelhouse else None, timeout=args.timeout,
-                        memory_limit_gb=args.memory_limit, speed_from=Path(args.speed_from) if args.speed_from else None)
+                        memory_limit_gb=args.memory_limit, speed_from=Path(args.speed_from) if args.speed_from else None,
+                        sandbox=not args.no_sandbox)
     except (ValueError, RuntimeError) as exc:
         raise SystemExit(f"autograder: {exc}") from None
     print(f"{out} ({out.stat().st_size / 1e6:.1f} MB): upload it as the assignment's autograder on Gradescope")
@@ -436,6 +437,9 @@ def parser() -> argparse.ArgumentParser:
     gs.add_argument("--speed-from", help="an `autograder grade` folder from a GPU: bundle its speed results")
     gs.add_argument("--timeout", type=float, help="seconds per exercise (default: the lab's)")
     gs.add_argument("--memory-limit", type=float, help="GB of host memory per submission (default: the lab's)")
+    gs.add_argument("--no-sandbox", action="store_true",
+                    help="grade without a sandbox where none can be made (only for code you trust); every result "
+                         "says so. Without it, a machine with no sandbox grades nothing and says why")
     gs.set_defaults(fn=cmd_gradescope)
 
     gr = sub.add_parser("grades", help="join a graded folder to a roster (Canvas, Gradescope): a CSV for the LMS")
