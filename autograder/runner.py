@@ -523,8 +523,26 @@ def guard_numba_arrays(simulator: bool) -> None:
 
         cls._ary = property(_get, _set)
     else:
+        import numpy as np
         from numba.cuda.cudadrv import devicearray as da
+        from numba.cuda.dispatcher import _LaunchConfiguration as launch_config
 
+        launch = launch_config.__call__
+
+        def guarded_launch(self, *args):
+            # A host array as a kernel's argument: Numba copies it to the device and back around the
+            # launch, on the learner's behalf, and the host then holds what the kernel put there.
+            if guard.active and (guard.rules.get("host_read") or guard.rules.get("host_write")) \
+                    and guard.caller_is_learner(2):
+                for i, a in enumerate(args):
+                    if any(isinstance(v, np.ndarray) and not isinstance(v, da.DeviceNDArrayBase)
+                           for v in (a if isinstance(a, tuple) else (a,))):
+                        raise guard.refuse(f"a NumPy array on the host as argument {i + 1} of a kernel (Numba "
+                                           "copies it to and from the device around the launch)")
+            return launch(self, *args)
+
+        guarded_launch.__name__ = "__call__"
+        launch_config.__call__ = guarded_launch
         for cls in (da.DeviceNDArrayBase, da.DeviceNDArray):
             for name in ("copy_to_host", "tolist", "__array__"):
                 patch(cls, name, "read")

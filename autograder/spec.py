@@ -207,7 +207,7 @@ TRITON_ONLY = ("torch.*", "numpy.*", "cupy.*", "*.handle", "*.handle.*", "!torch
                "!torch.float32", "!torch.float16", "!torch.bfloat16", "!torch.int32", "!torch.int64") + SCALARS + (
     # Of Triton itself, what a kernel's author uses: the language, jit and autotune, and the launch helpers.
     # The rest (its interpreter, its runtime, its compiler) is no part of a kernel.
-    "triton.*", "!triton.language.*", "!triton.jit", "!triton.autotune", "!triton.Config", "!triton.heuristics",
+    "triton.*", "!triton.language", "!triton.language.*", "!triton.jit", "!triton.autotune", "!triton.Config", "!triton.heuristics",
     "!triton.cdiv", "!triton.next_power_of_2")
 # CuPy array methods that copy or fill: the copy a learner is asked to write themselves.
 CUPY_ARRAY_COPIES = ("*.copy", "*.get", "*.set", "*.fill", "*.copy_from*", "*.copy_to*", "*.astype")
