@@ -392,6 +392,7 @@ class Judge:
                 "patterns": patterns, "load_rules": {"deny": common, "allow": allowed},
                 "engine": engine_source(self.lab), "sanitize": bool(self.opts.sanitize),
                 "debug_stacks": os.environ.get("GRADER_DEBUG_STACKS"),
+                "debug_refusals": os.environ.get("GRADER_DEBUG_REFUSALS"),
                 "memtrace": grader_source("memtrace") if self.profiling() and self.opts.simulator else None,
                 "triton_compat": grader_source("triton_compat") if self.opts.simulator and triton else None,
                 "triton_guard": grader_source("triton_guard") if self.opts.simulator and triton else None,
@@ -739,7 +740,7 @@ class Judge:
                              hidden=None if trusted else hidden_libraries(ex), wrap=wrap,
                              wrap_dirs=nsight.install_dirs(ncu))
         try:
-            hello = proc.receive(max(self.opts.timeout, 120.0))
+            hello = proc.hello(max(self.opts.timeout, 120.0))
             if not hello.get("ok"):
                 raise nsight.ProfileError(str(hello.get("error", "the code could not be loaded"))[:300])
             self.run_case(proc, ex, params, inputs, profile="nsight")

@@ -137,6 +137,7 @@ class Guard:
         self.rules: dict = {}
         self.exercise = ""
         self.active = False  # learner code may run (load or a call)
+        self.debug = False  # refusals say where they came from (GRADER_DEBUG_REFUSALS)
 
     def add_code(self, code) -> None:
         todo = [code]
@@ -178,7 +179,12 @@ class Guard:
         return hit and not any(fnmatch.fnmatchcase(full, a) for a in allow)
 
     def refuse(self, what: str) -> ForbiddenCall:
-        return ForbiddenCall(f"called {what}, which exercise '{self.exercise}' forbids")
+        said = f"called {what}, which exercise '{self.exercise}' forbids"
+        if self.debug:  # GRADER_DEBUG_REFUSALS: where the refused call came from, for the grader's developers
+            import traceback
+
+            said += "\n" + "".join(traceback.format_stack(limit=10)[:-1])
+        return ForbiddenCall(said)
 
 
 GUARD = Guard()
@@ -250,6 +256,8 @@ _FRAME_ATTRIBUTES = {"gi_frame", "cr_frame", "ag_frame", "tb_frame", "f_back"}
 def _audit(event: str, args) -> None:
     if event not in _DENIED_EVENTS or getattr(_IN_HOOK, "on", False):
         return
+    if event == "object.__getattr__" and (args[1] if len(args) > 1 else "") not in _FRAME_ATTRIBUTES:
+        return  # first, and cheaply: every frame's f_code read raises this event (the guards read it all the time)
     _IN_HOOK.on = True
     try:
         if not GUARD.active:
@@ -296,7 +304,8 @@ _FRAME_READERS = {"builtins.vars": "f_locals", "builtins.globals": "f_globals", 
 
 
 # Standard-library modules whose code calls the reflection builtins with names of its own, on the
-# objects it is given (functools.wraps copying __name__, dataclasses reading fields, enum, typing):
+# objects it is given (functools.wraps copying __name__, dataclasses reading fields, enum, typing, and
+# importlib setting a new module's attributes):
 # what they do is theirs. Other standard-library code (string.Formatter.get_field, copy, pydoc) acts
 # for whoever called it, so a learner cannot have it read attributes by names of the learner's.
 _REFLECTION_HELPERS = tuple(os.sep + n for n in ("functools.py", "dataclasses.py", "typing.py", "enum.py", "abc.py",
@@ -307,7 +316,7 @@ _REFLECTION_HELPERS = tuple(os.sep + n for n in ("functools.py", "dataclasses.py
 def _reflection_helper(frame) -> bool:
     """The frame that called a reflection builtin is one of _REFLECTION_HELPERS."""
     name = frame.f_code.co_filename if frame is not None else ""
-    return name.endswith(_REFLECTION_HELPERS) and name.startswith(_STDLIB)
+    return (name.endswith(_REFLECTION_HELPERS) and name.startswith(_STDLIB)) or name.startswith("<frozen importlib")
 
 
 def _wrap_reflection(obj, full: str):
@@ -315,11 +324,18 @@ def _wrap_reflection(obj, full: str):
     standard library's frames act for their caller; the runner's own do not: it uses these itself)."""
     guard = GUARD
     frame_attr = _FRAME_READERS.get(full)
+    library: set = set()  # code objects of callers that are neither the learner's nor the standard library's
 
     def wrapper(*a, **k):
-        if guard.active and not _reflection_helper(sys._getframe(1)) and \
-                guard.caller_is_learner(2, through_runner=False) and guard.denied(full):
-            raise guard.refuse(full)
+        if guard.active:
+            f = sys._getframe(1)
+            code = f.f_code
+            if code not in library:  # libraries call these all the time: one frame and a set lookup for them
+                if id(code) in guard.code_ids or (not _reflection_helper(f) and _see_through(code.co_filename)):
+                    if guard.caller_is_learner(2, through_runner=False) and guard.denied(full):
+                        raise guard.refuse(full)
+                elif not _reflection_helper(f):
+                    library.add(code)
         if frame_attr is not None and not a and not k:
             return _real_getattr(sys._getframe(1), frame_attr)  # the caller's frame, as the builtin reads it
         return obj(*a, **k)
@@ -585,72 +601,42 @@ _TENSOR_LIBRARIES = ("torch", "numpy", "functorch")
 
 
 class ModuleSeal:
-    """Library modules are not the submission's to change.
+    """The library modules the grader's own checks call are not the submission's to change.
 
-    Every module loaded when learner code starts (and each submodule imported into one later) gets
-    a class of its own whose ``__setattr__`` and ``__delattr__`` refuse a call made directly by
-    learner code: replacing ``torch.testing._internal.optests.opcheck``, say, however the module was
-    reached (an attribute chain, a match pattern, ``setattr`` under another name). Library code
-    (importlib adding a submodule, a library's own caches) sets attributes as before. ``changed()``
-    also names modules the submission swapped in ``sys.modules`` behind the grader's back: the
-    grader's own checks (the entry exercises) refuse to run on a changed library.
-    """
+    The entry exercises judge a registered operator with torch's own machinery (opcheck, fake
+    tensors, AOT autograd, torch.compile), in the learner's process. When learner code starts, the
+    seal records what those modules hold: every attribute's value, and each module's entry in
+    sys.modules. An entry exercise refuses to run if any of it changed, by whatever route (an
+    attribute set, setattr under another name, a module swapped in sys.modules): replacing
+    torch.testing._internal.optests.opcheck, say. Modules' classes are left alone: libraries test
+    them by exact type (Triton's jit does)."""
 
-    EXEMPT = ("submission", "engine", "__main__", "grader_")
+    PACKAGES = ("torch.library", "torch._library", "torch.testing._internal", "torch.autograd", "torch._ops",
+                "torch._subclasses", "torch._functorch", "torch._higher_order_ops")
 
     def __init__(self) -> None:
-        self.classes: dict = {}
-        self.modules: dict = {}
-
-    def protect(self, module) -> None:
-        name = getattr(module, "__name__", "")
-        if not isinstance(name, str) or name.startswith(self.EXEMPT) or self.modules.get(name) is module:
-            return
-        cls = type(module)
-        if not getattr(cls, "_grader_sealed", False):
-            try:  # object's own __setattr__: a module class of the library's may refuse __class__ (torch's configs)
-                object.__setattr__(module, "__class__", self._sealed(cls))
-            except Exception:  # noqa: BLE001 - a module whose type cannot change (rare extension modules): unguarded
-                pass
-        self.modules[name] = module
+        self.modules: dict = {}  # name -> (module, {attribute: value})
 
     def protect_all(self) -> None:
-        for module in list(sys.modules.values()):
-            if isinstance(module, types.ModuleType):
-                self.protect(module)
+        for name, module in list(sys.modules.items()):
+            if isinstance(module, types.ModuleType) and name.startswith(self.PACKAGES) \
+                    and name.split(".")[0] == "torch":
+                try:  # the code it holds (functions, classes, modules): torch's own counters and caches change
+                    self.modules[name] = (module, {k: v for k, v in vars(module).items() if callable(v)
+                                                   or isinstance(v, types.ModuleType)})
+                except TypeError:
+                    continue
 
-    def _sealed(self, cls):
-        made = self.classes.get(cls)
-        if made is not None:
-            return made
-        guard, seal = GUARD, self
-
-        def refuse_learner(module, name: str) -> None:
-            f = sys._getframe(2)
-            if guard.active and f is not None and id(f.f_code) in guard.code_ids:
-                raise guard.refuse(f"a change to {getattr(module, '__name__', 'a module')}.{name} (a library's "
-                                   "modules are not the submission's to change)")
-
-        def __setattr__(self, name, value):
-            refuse_learner(self, name)
-            cls.__setattr__(self, name, value)
-            if isinstance(value, types.ModuleType):  # a submodule being imported: sealed as it arrives
-                seal.protect(value)
-
-        def __delattr__(self, name):
-            refuse_learner(self, name)
-            cls.__delattr__(self, name)
-
-        made = self.classes[cls] = type(cls.__name__, (cls,), {"__setattr__": __setattr__, "__delattr__": __delattr__,
-                                                                "__module__": cls.__module__, "_grader_sealed": True})
-        return made
-
-    def changed(self, package: str) -> list[str]:
-        """Modules of ``package`` that ``sys.modules`` no longer holds as they were sealed (swapped, not
-        removed). Other packages may swap their own entries (lazy aliases): the grader's checks use
-        this one's."""
-        return [n for n, m in self.modules.items() if (n == package or n.startswith(package + "."))
-                and sys.modules.get(n, m) is not m]
+    def changed(self, package: str = "torch") -> list[str]:
+        """What was changed since the seal: 'module.attribute' names, and modules swapped in sys.modules."""
+        found = []
+        for name, (module, held) in self.modules.items():
+            if sys.modules.get(name, module) is not module:
+                found.append(name)
+                continue
+            now = vars(module)
+            found += [f"{name}.{attr}" for attr, value in held.items() if attr not in now or now[attr] is not value]
+        return found
 
 
 def guard_torch_mode_switches() -> None:
@@ -1290,7 +1276,8 @@ class Runner:
             self.functions[name] = entry_function(source, name, self.namespace)
         self.entries = set(job.get("entries") or {})
         self.seal = ModuleSeal()
-        self.seal.protect_all()
+        if self.entries:
+            self.seal.protect_all()
         if self.chan is not None:  # the libraries are in: the learner's time limit starts with the cells
             self.chan.send({"ready": "libraries"})
         GUARD.active = True
@@ -1414,10 +1401,10 @@ class Runner:
             fn = self.function(msg["exercise"])
         except LookupError as exc:
             return None, str(exc)
-        swapped = self.seal.changed("torch") if msg["exercise"] in self.entries and self.seal is not None else []
-        if swapped:  # the entries judge with torch's own functions (opcheck, compile, autograd)
-            return None, (f"the submission swapped torch modules the grader checks with ({', '.join(swapped[:3])}): "
-                          "the operator cannot be checked")
+        changed = self.seal.changed() if msg["exercise"] in self.entries and self.seal is not None else []
+        if changed:  # the entries judge with torch's own functions (opcheck, compile, autograd)
+            return None, (f"the submission changed torch's own functions the grader checks with "
+                          f"({', '.join(changed[:3])}): the operator cannot be checked")
         problem = signature_problem(fn, msg.get("names", []))
         if problem:
             return None, problem
@@ -1769,6 +1756,7 @@ def main(fd: int, uid: int) -> None:
         os.setresuid(uid, uid, uid)
     chan = Channel(socket.socket(fileno=fd))
     job = chan.recv()
+    GUARD.debug = bool(job.get("debug_refusals"))
     if job.get("debug_stacks"):  # the judge's GRADER_DEBUG_STACKS: stacks into the printed output
         import faulthandler
 

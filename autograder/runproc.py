@@ -239,6 +239,12 @@ class RunnerProcess:
             raise RunnerFailed(f"did not finish within {timeout:.0f} s (an endless loop, "
                                "a kernel that never ends, or a grid far too large?)")
 
+    def hello(self, timeout: float) -> dict:
+        """The runner's answer to its job: after the libraries are in (within their own budget,
+        IMPORT_BUDGET_S), the learner's cells within ``timeout``."""
+        msg = self.receive(max(IMPORT_BUDGET_S, timeout))
+        return self.receive(timeout) if msg.get("ready") == "libraries" else msg
+
     def pending(self) -> bool:
         """Whether a message waits unread (a request given up on): the next answer would be stale."""
         try:

@@ -183,14 +183,18 @@ def _try_uid() -> tuple[bool, str]:
 def _python_dirs(keep_tmp: bool = False) -> list[str]:
     """The directories the interpreter and its packages live in (read-only inside). ``keep_tmp``:
     those under /tmp too (a venv there), which the walls must bind or allow on their own."""
-    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-            os.path.dirname(os.path.realpath(sys.executable))}
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                os.path.dirname(os.path.realpath(sys.executable))}
+    dirs = set(prefixes)
+    configured = {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
     for entry in sys.path:
         if not entry or not os.path.isdir(entry):
             continue
         real = os.path.realpath(entry)
-        if real == str(ROOT) or os.path.isdir(os.path.join(real, "autograder", "labs")):
-            continue  # the course's checkout: its code stays outside
+        if real == str(ROOT) or _a_checkout(real):
+            continue  # the course's checkout: its code stays outside (an installed course is hidden by stubs)
+        if not _a_library_folder(real, prefixes, configured):
+            continue  # a script's own folder on the path (/tmp, a home folder): not the interpreter's to show
         dirs.add(entry)
     out: list[str] = []
     for d in sorted(dirs, key=len):  # a folder already bound covers the folders inside it
@@ -203,6 +207,20 @@ def _python_dirs(keep_tmp: bool = False) -> list[str]:
             continue
         out.append(real)
     return out
+
+
+def _a_library_folder(folder: str, prefixes, configured) -> bool:
+    """A folder of the path the interpreter installed or was told to use: inside one of its prefixes,
+    a site-packages or dist-packages folder, or named in PYTHONPATH."""
+    inside = any(folder == os.path.realpath(p) or folder.startswith(os.path.realpath(p) + os.sep) for p in prefixes)
+    return inside or folder in configured or os.path.basename(folder) in ("site-packages", "dist-packages")
+
+
+def _a_checkout(folder: str) -> bool:
+    """A checkout of the course (its code and its project file), not a site-packages folder where the
+    course is installed among the libraries the sandbox needs."""
+    return os.path.isdir(os.path.join(folder, "autograder", "labs")) and \
+        os.path.isfile(os.path.join(folder, "pyproject.toml"))
 
 
 def _package_dirs(names) -> list[tuple[str, str]]:
@@ -324,7 +342,7 @@ def _environment(tmp: str, env: dict[str, str] | None) -> dict[str, str]:
     # The instructor's PYTHONPATH, less the course's checkout (its folders are bound above).
     path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
             if p and os.path.isdir(p) and os.path.realpath(p) != str(ROOT)
-            and not os.path.isdir(os.path.join(p, "autograder", "labs"))]
+            and not _a_checkout(os.path.realpath(p))]
     if path:
         environ["PYTHONPATH"] = os.pathsep.join(os.path.realpath(p) for p in path)
     environ.update(env or {})
@@ -423,7 +441,9 @@ def _bwrap_command(argv: list[str], *, gpu: bool, slot: int = 0, limits: Limits 
     masked = [(str(ROOT / n), n, own) for n in ALWAYS_HIDDEN]  # where an editable install points
     masked += [(d, n, own) for d, n in _package_dirs(ALWAYS_HIDDEN)]
     masked += [(d, n, why) for n, why in (hidden or {}).items() for d, _ in _package_dirs([n])]
-    for d, name, why in sorted(set(masked)):
+
+    def mask(d: str, name: str, why: str) -> None:
+        """A stub package over folder ``d``: any use of the package says why it is not here."""
         mkdirs(d)
         a.extend(["--perms", "0755", "--tmpfs", d])
         r, w = os.pipe()
@@ -431,15 +451,26 @@ def _bwrap_command(argv: list[str], *, gpu: bool, slot: int = 0, limits: Limits 
         os.close(w)
         fds.append(r)
         a.extend(["--perms", "0444", "--ro-bind-data", str(r), os.path.join(d, "__init__.py")])
+
+    def in_tmp(d: str) -> bool:
+        return d == "/tmp" or d.startswith("/tmp/")
+
+    for d, name, why in sorted(set(masked)):
+        if not in_tmp(d):  # those under /tmp (a venv there) after the sandbox's own /tmp and the venv's bind
+            mask(d, name, why)
     a += ["--proc", "/proc", "--dev", "/dev"]
     if gpu:  # the driver's device nodes; its libraries are under /usr
         for node in _gpu_devices():
             a.extend(["--dev-bind", node, node])
     a += ["--perms", "1777", "--size", str(limits.scratch_mb << 20), "--tmpfs", "/tmp",
           "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm", "--chdir", "/tmp"]
+    made.difference_update({m for m in made if in_tmp(m)})  # the new /tmp holds none of the folders made before
     made.add("/tmp")
     for d in under_tmp:
         ro(d)
+    for d, name, why in sorted(set(masked)):
+        if in_tmp(d):
+            mask(d, name, why)
     for k, v in _environment("/tmp", env).items():
         a.extend(["--setenv", k, v])
     uid = UID_BASE + slot

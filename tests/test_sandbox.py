@@ -156,10 +156,40 @@ def test_a_tool_that_starts_the_runner_runs_as_the_sandbox_user_too():
     wrapper = ["/bin/sh", "-c", 'echo "wrapper uid $(id -u) caps $(grep CapEff /proc/self/status)"; exec "$@"', "sh"]
     proc = RunnerProcess(judge._runner_job(lab.exercises[0]), simulator=True, sandboxed=True, wrap=wrapper)
     try:
-        hello = proc.receive(60)
+        hello = proc.hello(60)
         assert hello.get("ok"), hello
     finally:
         proc.close()
         judge.close()
     said = proc.log.text()
     assert f"wrapper uid {sandbox.UID_BASE}" in said and "CapEff:\t0000000000000000" in said, said
+
+
+def test_a_venv_under_tmp_shows_its_packages_but_not_an_installed_grader(tmp_path):
+    """A virtual environment under /tmp (pytest's folders there are private to root): the runner,
+    as its own user, imports the venv's packages; the course installed in it is a stub; the
+    folder of a script on the path (/tmp itself) is not shown."""
+    site = tmp_path / "venv" / "lib" / "site-packages"
+    (site / "autograder").mkdir(parents=True)
+    (site / "autograder" / "__init__.py").write_text("SECRET = 'the installed grader'\n")
+    (site / "tinylib").mkdir()
+    (site / "tinylib" / "__init__.py").write_text("VALUE = 42\n")
+    probe = ("import os, sys\n"
+             "u = int(sys.argv[2])\n"
+             "if os.getuid() == 0 and u:\n    os.setgroups([]); os.setresgid(u, u, u); os.setresuid(u, u, u)\n"
+             "import tinylib\n"
+             "try:\n    import autograder; said = str(getattr(autograder, 'SECRET', 'stub'))\n"
+             "except ImportError as e:\n    said = 'stub: ' + str(e)\n"
+             "print(tinylib.VALUE, said, os.path.exists(sys.argv[1]), sep='|')\n")
+    sys.path.insert(0, str(site))
+    try:
+        cmd = sandbox.command([sys.executable, "-c", probe, str(tmp_path / "beside.txt"), sandbox.UID_ARG],
+                              gpu=False, slot=9, env={"PYTHONPATH": str(site)})
+    finally:
+        sys.path.remove(str(site))
+    (tmp_path / "beside.txt").write_text("a file beside the venv")
+    r = subprocess.run(cmd.argv, capture_output=True, text=True, pass_fds=cmd.fds, preexec_fn=cmd.preexec_fn(),
+                       timeout=60)
+    cmd.close()
+    value, said, beside = r.stdout.strip().split("|")
+    assert value == "42" and said.startswith("stub") and beside == "False", r.stdout + r.stderr

@@ -89,10 +89,13 @@ def test_an_honest_triton_kernel_passes(triton_walls):
     assert triton_walls["honest_copy"] == "ok: 28.0", triton_walls["honest_copy"]
 
 
-def test_library_modules_are_not_the_submissions_to_change():
+def test_the_libraries_the_grader_checks_with_are_sealed():
+    """The modules torch.library.opcheck and its kin run are recorded when learner code starts: any
+    change the learner makes (an attribute set, setattr by another name, a deletion, a module swapped
+    in sys.modules) is named, and an entry exercise refuses to run on it; a library importing a
+    submodule changes nothing that was recorded."""
     found = _probe("seal")
-    for probe in ("set_a_library_attribute", "set_it_by_another_name", "delete_a_library_attribute", "set_its_class"):
-        assert "a library's modules are not the submission's to change" in found[probe], (probe, found[probe])
-    assert found["own_module"] == "ok: 1"
-    assert found["library_imports_a_submodule"] == "ok" and found["still_the_real_opcheck"] == "True"
-    assert found["swapped"] == "[]"
+    for probe in ("set_a_library_attribute", "set_it_by_another_name", "delete_a_library_attribute"):
+        assert "torch.testing._internal.optests.opcheck" in found[probe], (probe, found[probe])
+    assert "torch.testing._internal.optests" in found["swap_the_module"], found["swap_the_module"]
+    assert found["library_imports_a_submodule"] == "nothing", found

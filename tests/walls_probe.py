@@ -303,25 +303,31 @@ SEAL = {
     "set_a_library_attribute": "optests.opcheck = print",
     "set_it_by_another_name": "put = setattr\nput(optests, 'opcheck', print)",
     "delete_a_library_attribute": "del optests.opcheck",
-    "set_its_class": "optests.__class__ = type(numpy)",
-    "own_module": "import types\nmine = types.ModuleType('mine')\nmine.x = 1\nresult = mine.x",
+    "swap_the_module": "sys_modules['torch.testing._internal.optests'] = numpy",
 }
 
 
 def probe_seal() -> dict:
+    """Each change, from a fresh seal, and what the seal then says changed."""
+    import importlib
+    import sys as system
+
     import numpy
     import torch.testing._internal.optests as optests
 
+    found = {}
+    real = optests.opcheck
+    for name, source in SEAL.items():
+        seal = runner.ModuleSeal()
+        seal.protect_all()
+        outcome(source, {"optests": optests, "numpy": numpy, "sys_modules": system.modules}, lambda: "")
+        found[name] = ", ".join(seal.changed())
+        optests.opcheck = real
+        system.modules["torch.testing._internal.optests"] = optests
     seal = runner.ModuleSeal()
     seal.protect_all()
-    runner.GUARD.rules, runner.GUARD.exercise, runner.GUARD.active = RULES, "probe", True
-    found = {name: outcome(source, {"optests": optests, "numpy": numpy}, lambda: "") for name, source in SEAL.items()}
-    import importlib
-
     importlib.import_module("torch.testing._internal.optests.fake_tensor")  # the library importing a submodule
-    found["library_imports_a_submodule"] = "ok" if hasattr(optests, "fake_tensor") else "missing"
-    found["still_the_real_opcheck"] = str(optests.opcheck is not print)
-    found["swapped"] = str(seal.changed("torch"))
+    found["library_imports_a_submodule"] = ", ".join(seal.changed()) or "nothing"
     return found
 
 
