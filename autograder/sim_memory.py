@@ -242,7 +242,7 @@ class Fault(Exception):
     """What the access check found (kept; raised only where a GPU would fault too)."""
 
 
-def install(*, guarded, host_rules, refuse, allocators: bool = True):
+def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None):
     """Patch the simulator once; the Memory object the runner uses. ``guarded()``: learner code may
     run under the exercise's rules now; ``host_rules()``: (host reads forbidden, host writes
     forbidden); ``refuse(what)``: the exception for a forbidden call; ``allocators``: the cuda
@@ -255,8 +255,12 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
     import builtins
 
     getattr = builtins.getattr  # noqa: A001 - as it is now: the guards may later put a stand-in in builtins
+    if frame is None:  # the caller's frame, ``depth`` above the function asking (the runner's is quieter)
+        def frame(depth: int = 0):
+            return sys._getframe(depth + 1)
     store: dict[int, list] = {}  # id(handle) -> [weakref to it, its record]; every array's memory is here
     current_thread = threading.current_thread
+    active, get_ident = threading._active, threading.get_ident  # current_thread() without its call
     atomic_lock = threading.Lock()
     found: list[str] = []  # faults since the last problem(), first first
     state = {"launch": None, "tap": None}  # tap: a memory tracer's (memtrace) hook, while --profile traces
@@ -468,7 +472,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
 
     def who(launch):
         """(global thread id, ordering key, thread) of the simulated thread running now, or None."""
-        t = current_thread()
+        t = active.get(get_ident()) or current_thread()
         b = getattr(t, "blockIdx", None)
         if b is None:
             return None
@@ -548,40 +552,47 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
             raise TypeError("arrays inside a kernel come from its arguments or cuda.shared/cuda.local")
 
         def __getitem__(self, key):
-            launch, view, rec, state_key = _inside(self)
-            idx = _index(view, key)
-            if idx is None:  # slices: a view of the same memory
-                return kernel_view(launch, view[key], rec, state_key)
-            flat = _flat(launch, view, rec, idx)
-            line = sys._getframe(1).f_lineno
+            entry = store.get(id(self))
+            k = entry[1] if entry is not None and state["launch"] is entry[1][0] else _inside(self)
+            launch, view, rec, state_key = k[0], k[1], k[2], k[3]
+            shape = k[6]
+            if type(key) is int and len(shape) == 1 and 0 <= key < shape[0]:  # the common case, inline
+                idx, flat = (key,), (k[4] + key * k[5][0]) // k[7]
+            else:
+                idx = _element(k, key)
+                if idx is None:  # slices: a view of the same memory
+                    return kernel_view(launch, view[key], rec, state_key)
+                flat = _flat(k, idx)
             if rec.written is not None and not rec.written[flat]:
-                fault(f"kernel '{launch.name}' read element {flat} of {rec.name} at line {line} before any thread "
-                      "wrote it (on a GPU it holds whatever was there before)")
+                fault(f"kernel '{launch.name}' read element {flat} of {rec.name} at line {frame(1).f_lineno} before "
+                      "any thread wrote it (on a GPU it holds whatever was there before)")
             if state_key is not None:
-                check(launch, rec, state_key, flat, "r", line)
+                check(launch, rec, state_key, flat, "r", frame(1).f_lineno)
             if state["tap"] is not None:
-                state["tap"](self, view, idx, 0, sys._getframe(1), rec.space == "shared")
+                state["tap"](self, view, idx, 0, frame(1), rec.space == "shared")
             return view[idx]
 
-        def __setitem__(self, idx, value):
-            launch, view, rec, state_key = _inside(self)
-            idx = _index(view, idx)
-            line = sys._getframe(1).f_lineno
+        def __setitem__(self, key, value):
+            entry = store.get(id(self))
+            k = entry[1] if entry is not None and state["launch"] is entry[1][0] else _inside(self)
+            launch, view, rec, state_key = k[0], k[1], k[2], k[3]
+            idx = _element(k, key)
             if idx is None:
-                raise KernelRefused(f"line {line}: a kernel writes array elements one at a time (a slice assignment "
-                                    "is not a GPU kernel's operation)")
-            if not isinstance(value, (int, float, complex, bool, np.generic)):
-                raise KernelRefused(f"line {line}: a kernel stores numbers in array elements, not a "
-                                    f"{type(value).__name__}")
-            value = view.dtype.type(value)  # a plain number: no hook of a subclass runs on the memory
-            flat = _flat(launch, view, rec, idx)
+                raise KernelRefused(f"line {frame(1).f_lineno}: a kernel writes array elements one at a time (a slice "
+                                    "assignment is not a GPU kernel's operation)")
+            if type(value) not in _NUMBERS:
+                if not isinstance(value, (int, float, complex, bool, np.generic)):
+                    raise KernelRefused(f"line {frame(1).f_lineno}: a kernel stores numbers in array elements, not a "
+                                        f"{type(value).__name__}")
+                value = view.dtype.type(value)  # a plain number: no hook of a subclass runs on the memory
+            flat = _flat(k, idx)
             if state_key is not None:
-                check(launch, rec, state_key, flat, "w", line)
+                check(launch, rec, state_key, flat, "w", frame(1).f_lineno)
             view[idx] = value
             if rec.written is not None:
                 rec.written[flat] = 1
             if state["tap"] is not None:
-                state["tap"](self, view, idx, 1, sys._getframe(1), rec.space == "shared")
+                state["tap"](self, view, idx, 1, frame(1), rec.space == "shared")
 
         def __len__(self):
             return len(_inside(self)[1])
@@ -609,55 +620,69 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
         itemsize = property(lambda self: _inside(self)[1].itemsize)
         T = property(lambda self: kernel_view(*_transposed(self)))
 
+    _NUMBERS = frozenset({int, float, bool, complex} | {t for t in np.sctypeDict.values() if isinstance(t, type)})
+
     def _transposed(arr):
-        launch, view, rec, state_key = _inside(arr)
-        return launch, view.T, rec, state_key
+        k = _inside(arr)
+        return k[0], k[1].T, k[2], k[3]
 
     def _inside(arr):
-        """(launch, view, allocation, state key) of a kernel array, for this launch's threads only."""
-        r = record_of(arr)
-        if r is None:
+        """(launch, view, allocation, state key, origin, strides, shape, itemsize) of a kernel array,
+        while its launch runs. (Nothing else can hold one then: a kernel's code reaches no host object
+        it could leave it in, and the launching thread waits for the kernel's threads.)"""
+        entry = store.get(id(arr))  # removed by weakref.finalize when an array dies: an id here is this array's
+        if entry is None:
             raise RuntimeError("this array belonged to a kernel launch that has ended")
-        launch = r[0]
-        if not launch.alive or state["launch"] is not launch:
-            fault(f"an array of kernel '{launch.name}' was used after that launch ended (only its own threads may "
+        k = entry[1]
+        if state["launch"] is not k[0]:
+            fault(f"an array of kernel '{k[0].name}' was used after that launch ended (only its own threads may "
                   "use it, while it runs)")
             raise RuntimeError("an array of a kernel used outside that kernel")
-        if getattr(current_thread(), "blockIdx", None) is None:
-            fault(f"an array of kernel '{launch.name}' was used by the host while the kernel ran (only the "
-                  "kernel's own threads may use it)")
-            raise RuntimeError("an array of a kernel used outside its threads")
-        return r
+        return k
 
-    def _index(view: np.ndarray, idx):
+    def _element(k, key):
         """A tuple of ints for one element; None for anything that makes a view."""
-        if not isinstance(idx, tuple):
-            idx = (idx,)
-        if len(idx) == view.ndim and all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in idx):
+        shape = k[6]
+        kind = type(key)
+        if kind is int:
+            if len(shape) == 1:
+                return (key,)
+        elif kind is tuple and len(key) == len(shape):
+            for i in key:
+                if type(i) is not int:
+                    break
+            else:
+                return key  # the common case: plain ints, one per dimension
+        idx = key if kind is tuple else (key,)
+        if len(idx) == len(shape) and all(type(i) is int or isinstance(i, np.integer) and not isinstance(i, bool)
+                                          for i in idx):
             return tuple(int(i) for i in idx)
         for i in idx:
             if not isinstance(i, (int, np.integer, slice)) or isinstance(i, bool):
                 raise KernelRefused(f"a kernel indexes arrays with integers and slices, not {type(i).__name__}")
         return None
 
-    def _flat(launch, view, rec, idx) -> int:
+    def _flat(k, idx) -> int:
         """The element's flat index in its allocation; an index out of bounds is a fault."""
-        normal = []
-        for i, n in zip(idx, view.shape):
-            j = i + n if i < 0 else i
-            if not 0 <= j < n:
-                line = sys._getframe(2).f_lineno
+        offset = k[4]
+        for i, n, s in zip(idx, k[6], k[5]):
+            if i < 0:
+                i += n
+            if not 0 <= i < n:
+                launch, view, rec = k[0], k[1], k[2]
+                line = frame(2).f_lineno
                 me = who(launch)
                 by = f"{thread_words(launch, me[0])} of " if me is not None else ""
                 fault(f"{by}kernel '{launch.name}' accessed {rec.name} out of bounds at line {line}: index "
                       f"{idx if len(idx) > 1 else idx[0]} of an array of shape {view.shape}")
                 raise IndexError(f"index {i} is out of bounds for axis of size {n} (line {line})")
-            normal.append(j)
-        return element(rec, view, normal)
+            offset += i * s
+        return offset // k[7]
 
     def kernel_view(launch, view, rec, state_key):
         k = object.__new__(KernelArray)
-        register(k, (launch, view, rec, state_key))
+        origin = view.__array_interface__["data"][0] - rec.address  # bytes from the allocation's start
+        register(k, (launch, view, rec, state_key, origin, view.strides, view.shape, rec.base.itemsize))
         return k
 
     # ------------------------------------------------------------------ making arrays
@@ -799,13 +824,10 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
         return arr
 
     def local_array(self, shape, dtype, alignment=None):
-        launch = state["launch"]
         base = stock_local(self, shape, dtype, alignment)
-        if launch is None:
-            return base
-        line = sys._getframe(1).f_lineno
-        return kernel_view(launch, base, Allocation(base.reshape(-1), f"the local array of line {line}", "local",
-                                                    False), None)
+        # A thread's own array (no other thread sees it, nothing is copied in): NumPy's element access at
+        # NumPy's speed, and none of NumPy's array maths (no ufunc, operator or NumPy function takes it)
+        return base if state["launch"] is None else base.view(LocalArray)
 
     def const_array(self, ary):
         launch = state["launch"]
@@ -827,15 +849,16 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
         def method(self, array, index, *vals):
             if not isinstance(array, KernelArray):
                 return stock(self, array, index, *vals)
-            launch, view, rec, state_key = _inside(array)
-            line = sys._getframe(1).f_lineno
+            k = _inside(array)
+            launch, view, rec, state_key = k[0], k[1], k[2], k[3]
+            line = frame(1).f_lineno
             if op == "compare_and_swap":  # (array, old, val): element 0
                 idx, vals = (0,) * view.ndim, (index, *vals)
             else:
-                idx = _index(view, index)
+                idx = _element(k, index)
                 if idx is None:
                     raise KernelRefused(f"line {line}: cuda.atomic.{op} takes one element's index")
-            flat = _flat(launch, view, rec, idx)
+            flat = _flat(k, idx)
             if state_key is not None:
                 check(launch, rec, state_key, flat, "a", line)
             with atomic_lock:
@@ -844,7 +867,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True):
             if rec.written is not None:
                 rec.written[flat] = 1
             if state["tap"] is not None:
-                state["tap"](array, view, idx, 2, sys._getframe(1), rec.space == "shared")
+                state["tap"](array, view, idx, 2, frame(1), rec.space == "shared")
             return old
 
         method.__name__ = op
@@ -939,6 +962,15 @@ def _numba_type(view: np.ndarray):
 
     layout = "C" if view.flags.c_contiguous else "F" if view.flags.f_contiguous else "A"
     return ntypes.Array(numpy_support.from_dtype(view.dtype), view.ndim, layout)
+
+
+class LocalArray(np.ndarray):
+    """A kernel thread's local array (cuda.local.array) in a graded launch: elements and views only."""
+    __array_ufunc__ = None
+
+    def __array_function__(self, func, types, args, kwargs):
+        raise KernelRefused(f"NumPy's {getattr(func, '__name__', 'functions')} on a kernel's local array (a GPU "
+                            "kernel works on its elements one by one)")
 
 
 def _replace_everywhere(old, new) -> None:

@@ -52,6 +52,7 @@ def test_a_device_array_in_the_simulator_exposes_no_data(numba_walls, probe, sai
     ("default_argument", "uses a default argument, a list"),
     ("rebound_after_a_launch", "uses buf, a NumPy array on the host"),
     ("view_with_a_hooked_dtype", "a device array views its memory as a NumPy dtype"),
+    ("local_array_maths", "operand 'LocalArray' does not support ufuncs"),
 ])
 def test_a_launch_numba_could_not_compile_for_a_gpu_is_refused(numba_walls, probe, said):
     assert said in numba_walls[probe], numba_walls[probe]

@@ -132,6 +132,16 @@ NUMBA = {
                 o[0] = 0
         k[1, 1](x, out)
     """,
+    "local_array_maths": """
+        @cuda.jit
+        def k(a, o):
+            loc = cuda.local.array(4, numba.float32)
+            for i in range(4):
+                loc[i] = a[i]
+            twice = loc * 2
+            o[0] = twice[0]
+        k[1, 1](x, out)
+    """,
     "honest_vector_add": """
         @cuda.jit
         def k(a, o):
