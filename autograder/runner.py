@@ -138,6 +138,9 @@ class Guard:
         self.exercise = ""
         self.active = False  # learner code may run (load or a call)
         self.debug = False  # refusals say where they came from (GRADER_DEBUG_REFUSALS)
+        # the runner's stand-ins for array methods, once they let a call through: what the library
+        # does below them is its own (CuPy's compiled fill calls numpy.asarray with no frame between)
+        self.library_acts: set[int] = set()
 
     def add_code(self, code) -> None:
         todo = [code]
@@ -163,7 +166,7 @@ class Guard:
         while f is not None and id(f.f_code) not in self.code_ids and (
                 _see_through(f.f_code.co_filename, transparent) or
                 (through_runner and f.f_code.co_filename == _RUNNER_FILE)):
-            if f.f_code.co_name == "<module>":
+            if f.f_code.co_name == "<module>" or id(f.f_code) in self.library_acts:
                 return False  # a module of the library being imported: what it does is its own
             f = f.f_back
         return f is not None and id(f.f_code) in self.code_ids
@@ -712,6 +715,7 @@ def guarded_cupy_class(cp):
             return orig(self, *a, **k)
 
         method.__name__ = name
+        guard.library_acts.add(id(method.__code__))  # one code for every method (held by cp.ndarray's subclass)
         return method
 
     for name in dir(cp.ndarray):

@@ -1042,3 +1042,40 @@ def test_library_imports_have_a_budget_of_their_own(tmp_path):
     autograder("grade", "--lab", "first_kernel", "--exercise", "vector_add", "--simulator", "--timeout", "2",
                "--out", str(out), str(BANK / "correct.py"), env=env)
     assert float(gradebook(out)["correct"]["vector_add"]) == 2
+
+
+def test_an_allowed_array_method_may_use_what_the_learner_may_not():
+    """CuPy's compiled ``fill`` calls numpy.asarray with no Python frame between: the call must count
+    as CuPy's, not the learner's (an H100 refused the reduction lab's own solution for it), while the
+    same function called by the learner is still refused."""
+    script = textwrap.dedent('''
+        import types
+        import numpy
+        from autograder import runner
+
+        runner.GUARD.rules = {"deny": ["numpy.*"], "methods": []}
+        runner.GUARD.exercise = "sum_squares"
+        runner.install_function_guards(["numpy.*"])
+
+        class FakeArray:  # a stand-in for cupy.ndarray: a compiled method, no frame between it and NumPy
+            fill = staticmethod(numpy.asarray)
+        cp = types.SimpleNamespace(ndarray=FakeArray)
+        arrays = runner.guarded_cupy_class(cp)
+        learner = compile("def go(a):\\n    a.fill(None)\\n    return 'filled'\\n"
+                          "def direct():\\n    return numpy.asarray(0)\\n", "answer cell", "exec")
+        runner.GUARD.add_code(learner)
+        ns = {"numpy": numpy}
+        exec(learner, ns)
+        runner.GUARD.active = True
+        print(ns["go"](arrays()))
+        try:
+            ns["direct"]()
+            print("direct allowed")
+        except runner.ForbiddenCall as exc:
+            print("refused:", exc)
+    ''')
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("\n")
+    assert lines[0] == "filled", out.stdout
+    assert lines[1].startswith("refused: called numpy.asarray"), out.stdout
