@@ -322,6 +322,13 @@ def _reflection_helper(frame) -> bool:
     return (name.endswith(_REFLECTION_HELPERS) and name.startswith(_STDLIB)) or name.startswith("<frozen importlib")
 
 
+def _names_its_own(code, args: tuple) -> bool:
+    """A standard-library call like getattr(exception, 'errno', None): the attribute's name is a literal
+    of the library's own code (pathlib, tempfile), not one a learner handed it (string.Formatter's
+    getattr(obj, name) takes the name from the format string the learner wrote)."""
+    return len(args) >= 2 and type(args[1]) is str and args[1] in code.co_consts
+
+
 def _wrap_reflection(obj, full: str):
     """A stand-in for a reflection builtin: refuses learner callers, however the call was reached (the
     standard library's frames act for their caller; the runner's own do not: it uses these itself)."""
@@ -334,7 +341,8 @@ def _wrap_reflection(obj, full: str):
             f = sys._getframe(1)
             code = f.f_code
             if code not in library:  # libraries call these all the time: one frame and a set lookup for them
-                if id(code) in guard.code_ids or (not _reflection_helper(f) and _see_through(code.co_filename)):
+                if id(code) in guard.code_ids or (not _reflection_helper(f) and _see_through(code.co_filename)
+                                                  and not _names_its_own(code, a)):
                     if guard.caller_is_learner(2, through_runner=False) and guard.denied(full):
                         raise guard.refuse(full)
                 elif not _reflection_helper(f):

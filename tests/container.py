@@ -57,9 +57,11 @@ def _reachable(python: str) -> list[str]:
     closed = next((p for p in reversed(install.parents) if not os.stat(p).st_mode & 0o001), None)
     if closed is None:
         return []
-    q = shlex.quote  # the installation is held open on descriptor 3 while the tmpfs covers its path
+    # the installation is held open on descriptor 3 while the tmpfs covers its path (mount must not
+    # resolve /proc/self/fd/3 to that path: it would bind the empty tmpfs folder onto itself)
+    q = shlex.quote
     return [f"exec 3<{q(str(install))}", f"mount -t tmpfs -o mode=0755 tmpfs {q(str(closed))}",
-            f"mkdir -p {q(str(install))}", f"mount --bind /proc/self/fd/3 {q(str(install))}", "exec 3<&-"]
+            f"mkdir -p {q(str(install))}", f"mount --no-canonicalize --bind /proc/self/fd/3 {q(str(install))}", "exec 3<&-"]
 
 
 def run(cmd: list[str], *, binds: dict[str, Path] | None = None, env: dict | None = None, cwd: Path | None = None,
