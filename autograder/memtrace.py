@@ -318,6 +318,7 @@ class Tracer:
         self._launch = None
         self._tcache = (None, 0, 0)   # last simulated thread seen: (thread, block, thread id)
         self._patches: list = []
+        self._undo: list = []  # calls that undo what is not a class attribute
         self._tables: dict = {}       # code object -> its instruction table (see _table), False for simulator code
         self._shared_ids: set = set()  # ids of the grader's kernel arrays that are shared memory (tap)
         self._on = False
@@ -349,6 +350,8 @@ class Tracer:
         setattr(cls, name, fn)
 
     def _restore(self) -> None:
+        while self._undo:
+            self._undo.pop()()
         while self._patches:
             cls, name, had, old = self._patches.pop()
             if had:
@@ -591,9 +594,12 @@ class Tracer:
         self.tap = tap
         self._patch(Fake, "__getitem__", getitem)
         self._patch(Fake, "__setitem__", setitem)
-        if not getattr(kernelapi.FakeCUDAShared.array, "_grader_kernel_arrays", False):
-            # (a graded run's shared arrays are the grader's kernel arrays, which report through tap)
+        grader_shared = getattr(kernelapi.FakeCUDAShared.array, "_grader_plain_shared", None)
+        if grader_shared is None:
             self._patch(kernelapi.FakeCUDAShared, "array", shared_array)
+        else:  # the grader's kernel arrays are installed (they report through tap); the stock arrays
+            grader_shared(Shared)  # they hand out outside a graded launch are wrapped here
+            self._undo.append(lambda: grader_shared(None))
         self._patch(kernelapi.FakeCUDAModule, "__init__", module_init)
         self._shared_cls = Shared
 

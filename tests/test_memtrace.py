@@ -258,9 +258,12 @@ def figures() -> dict:
     return out
 
 
-def test_in_turn_and_threaded_simulators_agree():
+@pytest.mark.parametrize("walls", [False, True], ids=["stock", "after-check"])
+def test_in_turn_and_threaded_simulators_agree(walls):
     """In this process kernels without a barrier run in turn (strict_barriers); a fresh process
-    with the stock simulator runs every CUDA thread as a thread. The figures are the same."""
+    with the stock simulator runs every CUDA thread as a thread. The figures are the same, also
+    where check() has installed the grader's kernel arrays in the process first (a notebook that
+    checks an exercise, then profiles a kernel of its own)."""
     from numba.cuda.simulator import kernel
 
     assert kernel.BlockManager.run.__qualname__ != "BlockManager.run"  # the grader's, installed here
@@ -269,9 +272,11 @@ def test_in_turn_and_threaded_simulators_agree():
         "import json, sys\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "import test_memtrace as m\n"
-        "from numba.cuda.simulator import kernel\n"
+        "from numba.cuda.simulator import kernel, kernelapi\n"
         "assert kernel.BlockManager.run.__qualname__ == 'BlockManager.run'  # the stock simulator\n"
-        "print(json.dumps(m.figures()))\n")
+        + ("from autograder.judge import local_walls\nlocal_walls()\n"
+           "assert hasattr(kernelapi.FakeCUDAShared.array, '_grader_plain_shared')\n" if walls else "")
+        + "print(json.dumps(m.figures()))\n")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -302,7 +307,11 @@ def test_methods_restored_after_the_block(strict):
     with trace():
         during = patched_methods()
         copy[2, 32](x, np.zeros_like(x))
-    assert all(a is not b for a, b in zip(before, during))
+    from numba.cuda.simulator import kernelapi
+
+    # the grader's shared arrays (check() installs them in a notebook) stay and report to the tracer
+    graders = hasattr(kernelapi.FakeCUDAShared.array, "_grader_plain_shared")
+    assert [a is not b for a, b in zip(before, during)] == [True, True, not graders, True]
     assert patched_methods() == before
     assert strict.intact() and strict.problem() == ""
 
