@@ -34,9 +34,9 @@ SHARED_FIXTURES = ("test_attacks", "test_autograder", "test_inflight_batching", 
                    "test_site", "test_handoff", "test_install", "test_slurm", "test_serving")
 
 
-# test_attacks grades each lab's kernel attacks once per worker (a session fixture per lab and mode):
-# the tests of one lab's group share a scope, and the labs' groups run side by side.
-ATTACK_GROUP = re.compile(r"::test_(?:cpu|gpu)_(?:attack_scores_nothing|groups_grade_every_submission)\[(\w+)[/\]]")
+# test_attacks grades its kernel attacks in groups (a lab's attacks graded on the same exercises), each
+# once per worker (a session fixture): the tests of one group share a scope, and the groups run side by side.
+ATTACK_GROUP = re.compile(r"::test_(?:cpu|gpu)_(?:attack_scores_nothing|groups_grade_every_submission)\[([\w.+]+)[/\]]")
 
 
 def pytest_xdist_make_scheduler(config, log):

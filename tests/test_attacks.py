@@ -275,67 +275,87 @@ def check_book(run: Run, extra_rows: set[str] = frozenset(), optional_rows: set[
 # --------------------------------------------------------------------------- forged, library, speed
 KERNEL_CLASSES = {"forged", "library", "speed"}
 LABS = ("first_kernel", "reduction", "batching", "triton_kernels", "diagnosis", "custom_ops")
+AIMED_AT: dict[str, set[str]] = {}  # lab -> the exercises its attacks aim at
+for _key, _exp in EXPECTED.items():
+    AIMED_AT.setdefault(_key.split("/")[0], set()).add(_exp["exercise"])
 
 
-def _group(tmp_path_factory, mode: str, lab: str, cache: dict) -> Run:
-    """Grade, once per session, every kernel attack of a lab in one mode, plus the lab's abort attacks
-    that are not run with canaries (the policy lab's)."""
-    if lab not in cache:
-        ks = keys(KERNEL_CLASSES, mode, lab) + (keys({"abort"}, mode, lab) if lab == "batching" else [])
-        exercises = sorted({EXPECTED[k]["exercise"] for k in ks})
-        out = tmp_path_factory.mktemp(f"{mode}-{lab}") / "out"
-        extra = [a for e in exercises for a in ("--exercise", e)]
-        if mode == "cpu":
-            extra += ["--simulator", "--timeout", str(TIMEOUT), "--memory-limit", "2"]
-        else:
-            extra += ["--timeout", "60"]
-        run = grade(lab, [attack_file(k) for k in ks], out, *extra, limit_s=900)
-        cache[lab] = (run, ks)
-    return cache[lab][0]
+def graded_on(key: str) -> tuple[str, ...]:
+    """The exercises an attack is graded on: its own, and every other one its file names (one
+    exercise's run may prime the runner for another's, as in a class's run of the whole lab)."""
+    lab, text = key.split("/")[0], attack_file(key).read_text(errors="replace")
+    return tuple(sorted({EXPECTED[key]["exercise"]}
+                        | {e for e in AIMED_AT[lab] if re.search(rf"\b{re.escape(e)}\b", text)}))
 
 
-@pytest.fixture(scope="session")
-def cpu_group(tmp_path_factory):
-    cache: dict = {}
-    return lambda lab: _group(tmp_path_factory, "cpu", lab, cache)
-
-
-@pytest.fixture(scope="session")
-def gpu_group(tmp_path_factory):
-    cache: dict = {}
-    return lambda lab: _group(tmp_path_factory, "gpu", lab, cache)
+def group_of(key: str) -> str:
+    """The attacks graded in one run: a lab's that are graded on the same exercises."""
+    return f"{key.split('/')[0]}.{'+'.join(graded_on(key))}"
 
 
 CPU_KERNEL = keys(KERNEL_CLASSES, "cpu") + keys({"abort"}, "cpu", "batching")
 GPU_KERNEL = keys(KERNEL_CLASSES, "gpu")
 
 
-@pytest.mark.parametrize("key", CPU_KERNEL)
+def _group(tmp_path_factory, mode: str, group: str, cache: dict) -> Run:
+    """Grade, once per session, a group's attacks in one mode (the kernel attacks, and the policy lab's
+    abort attacks that are not run with canaries)."""
+    if group not in cache:
+        ks = [k for k in (CPU_KERNEL if mode == "cpu" else GPU_KERNEL) if group_of(k) == group]
+        lab, exercises = group.split(".", 1)
+        out = tmp_path_factory.mktemp(f"{mode}-{lab}") / "out"
+        extra = [a for e in exercises.split("+") for a in ("--exercise", e)]
+        if mode == "cpu":
+            extra += ["--simulator", "--timeout", str(TIMEOUT), "--memory-limit", "2"]
+        else:
+            extra += ["--timeout", "60"]
+        run = grade(lab, [attack_file(k) for k in ks], out, *extra, limit_s=900)
+        cache[group] = (run, ks)
+    return cache[group][0]
+
+
+@pytest.fixture(scope="session")
+def cpu_group(tmp_path_factory):
+    cache: dict = {}
+    return lambda group: _group(tmp_path_factory, "cpu", group, cache)
+
+
+@pytest.fixture(scope="session")
+def gpu_group(tmp_path_factory):
+    cache: dict = {}
+    return lambda group: _group(tmp_path_factory, "gpu", group, cache)
+
+
+def _attack_id(key: str) -> str:  # the group first: conftest hands a group's tests to one worker
+    return f"{group_of(key)}/{key.split('/', 1)[1]}"
+
+
+@pytest.mark.parametrize("key", CPU_KERNEL, ids=_attack_id)
 def test_cpu_attack_scores_nothing(cpu_group, key):
-    run = cpu_group(key.split("/")[0])
+    run = cpu_group(group_of(key))
     problems = check_scores(run, [key])
     assert not problems, "\n".join(problems) + "\n" + run.explain()
 
 
-@pytest.mark.parametrize("lab", [lab for lab in LABS if any(k.startswith(lab + "/") for k in CPU_KERNEL)])
-def test_cpu_groups_grade_every_submission(cpu_group, lab):
-    run = cpu_group(lab)
+@pytest.mark.parametrize("group", sorted({group_of(k) for k in CPU_KERNEL}))
+def test_cpu_groups_grade_every_submission(cpu_group, group):
+    run = cpu_group(group)
     problems = ([f"exit code {run.rc}"] if run.rc != 0 else []) + check_book(run)
     assert not problems, "\n".join(problems) + "\n" + run.explain()
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("key", GPU_KERNEL)
+@pytest.mark.parametrize("key", GPU_KERNEL, ids=_attack_id)
 def test_gpu_attack_scores_nothing(gpu_group, key):
-    run = gpu_group(key.split("/")[0])
+    run = gpu_group(group_of(key))
     problems = check_scores(run, [key])
     assert not problems, "\n".join(problems) + "\n" + run.explain()
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lab", [lab for lab in LABS if any(k.startswith(lab + "/") for k in GPU_KERNEL)])
-def test_gpu_groups_grade_every_submission(gpu_group, lab):
-    run = gpu_group(lab)
+@pytest.mark.parametrize("group", sorted({group_of(k) for k in GPU_KERNEL}))
+def test_gpu_groups_grade_every_submission(gpu_group, group):
+    run = gpu_group(group)
     problems = ([f"exit code {run.rc}"] if run.rc != 0 else []) + check_book(run)
     assert not problems, "\n".join(problems) + "\n" + run.explain()
 
