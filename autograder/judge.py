@@ -632,6 +632,8 @@ class Judge:
                 if a in bufs:
                     b = bufs[a]
                     d = b.desc(a)
+                    # a poisoned output: read before written is a fault in the simulator
+                    d["fresh"] = a in ex.outputs and ex.outputs[a].init is None
                     if a in dev_names:  # the view the learner gets: inside the guards
                         d["offset"] = b.offset + guards * np.dtype(b.dtype).itemsize
                         d["shape"] = list(arrays[a].shape)

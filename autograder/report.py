@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .outcome import REASONS, checked_reason
-from .results import atomic_write, exercise_scores, pending_points, read_results
+from .results import atomic_write, exercise_scores, md_unescape, pending_points, read_results
 from .spec import Lab
 
 _FAIL_ROW = re.compile(r"^\| (.*?) \| \*\*FAIL\*\* \| (.*) \|$")  # a case table's failed row (results.case_table)
@@ -41,7 +41,7 @@ def first_failure(output: str) -> str:
     for line in output.splitlines():
         m = _FAIL_ROW.match(line)
         if m:
-            return f"{m.group(1)}: {m.group(2)}".replace("\\|", "|").rstrip(": ")
+            return md_unescape(f"{m.group(1)}: {m.group(2)}").rstrip(": ")
         if line.startswith("FAIL "):
             return line[5:]
     return ""
@@ -78,7 +78,7 @@ def outcomes(result: dict, lab: Lab) -> dict[str, Outcome]:
             out.passed = True
         else:
             text = str(correct.get("output", ""))
-            out.message = text.split("\n\n")[0].splitlines()[0] if text.strip() else ""
+            out.message = md_unescape(text.split("\n\n")[0].splitlines()[0]) if text.strip() else ""
             out.first_case = next(filter(None, (first_failure(str(t.get("output", ""))) for t in tests)), "")
             out.reason = reason_label(correct)
         found[ex.name] = out

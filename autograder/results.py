@@ -72,9 +72,27 @@ def atomic_write(path: Path, text: str) -> None:
 CASE_VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
 
 
+# What Markdown (and the HTML it allows) would act on in a failure's message, which carries the
+# learner's own words (an exception's text): links and images ([ ]), tags and autolinks (< >),
+# entities (&), headings (#, and a line of = or - under text), emphasis (*) and tables (|). Escaped,
+# the words show as written, never as the grader's own formatting.
+_MD_ACTIVE = re.compile(r"[\\\[\]<>&#*|]|^(?=[=-]+ *$)", re.MULTILINE)
+_MD_ESCAPED = re.compile(r"\\([\\\[\]<>&#*|=-])")
+
+
+def md_escape(text: str) -> str:
+    """Text shown as written where Gradescope renders Markdown."""
+    return _MD_ACTIVE.sub(lambda m: "\\" + m.group(0), text)
+
+
+def md_unescape(text: str) -> str:
+    """The text md_escape was given."""
+    return _MD_ESCAPED.sub(r"\1", text)
+
+
 def _md(text: str) -> str:
-    """Text in a Markdown table cell: no pipes or line breaks to break the row."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text in a Markdown table cell: escaped, and no line breaks to break the row."""
+    return md_escape(text.replace("\n", " "))
 
 
 def case_table(cases: list[str]) -> str:
@@ -202,7 +220,7 @@ def gradescope_json(res: SubmissionResult, *, cases: str = "visible", lab: Lab |
                 "score": e.correctness,
                 "max_score": e.max_correctness,
                 "status": "passed" if e.passed else "failed",
-                "output": (e.message + ("\n\n" + shown if shown else "") + traced).strip(),
+                "output": (md_escape(e.message) + ("\n\n" + shown if shown else "") + traced).strip(),
                 "output_format": "md",
                 "tags": [e.name, "correctness"],
                 "visibility": "visible",

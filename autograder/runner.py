@@ -1368,7 +1368,7 @@ class Runner:
 
                 return torch.from_numpy(view)
             if self.sim_memory is not None:
-                return self.sim_memory.array(view, desc.get("name") or "an argument")
+                return self.sim_memory.array(view, desc.get("name") or "an argument", bool(desc.get("fresh")))
             from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
             return FakeCUDAArray(view)

@@ -33,9 +33,11 @@ notebook's own kernels), run as the stock simulator runs them.
 """
 from __future__ import annotations
 
+import bisect
 import dis
 import math
 import operator
+import os
 import sys
 import threading
 import types
@@ -66,7 +68,11 @@ _NUMPY = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "u
           "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift", "logical_and",
           "logical_or", "logical_not", "logical_xor", "finfo", "iinfo", "eps", "tiny", "bits", "float_", "int_",
           "uint", "half", "single", "double"}
-_MATH = {n for n in dir(math) if not n.startswith("_")}
+# math: what Numba's CUDA target compiles (math.fsum, prod or dist would do a whole array's work on the host)
+_MATH = {"acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "copysign", "cos", "cosh", "degrees", "e",
+         "erf", "erfc", "exp", "expm1", "fabs", "floor", "fmod", "frexp", "gamma", "hypot", "inf", "isfinite", "isinf",
+         "isnan", "ldexp", "lgamma", "log", "log10", "log1p", "log2", "modf", "nan", "pi", "pow", "radians",
+         "remainder", "sin", "sinh", "sqrt", "tan", "tanh", "tau", "trunc"}
 KERNEL_ATTRIBUTES = frozenset(_CUDA | _ARRAY | _NUMPY | _MATH)
 KERNEL_BUILTINS = frozenset({"range", "len", "min", "max", "abs", "int", "float", "bool", "complex", "round", "print",
                              "pow", "divmod", "enumerate", "zip", "slice", "True", "False", "None", "IndexError",
@@ -83,6 +89,11 @@ _REFUSED_OPS = {
     "IMPORT_FROM": "import", "LOAD_BUILD_CLASS": "a class", "YIELD_VALUE": "a generator",
     "STORE_GLOBAL": "a global variable", "DELETE_GLOBAL": "a global variable", "STORE_ATTR": "an attribute",
     "DELETE_ATTR": "an attribute", "STORE_NAME": "a module variable", "DELETE_NAME": "a module variable"}
+
+
+# NumPy's scalar types of numbers (not void, str_, bytes_, object_ or datetime64: a structured
+# scalar's .base is the array it came from)
+_NUMPY_NUMBERS = frozenset(t for t in np.sctypeDict.values() if isinstance(t, type) and issubclass(t, (np.number, np.bool_)))
 
 
 class KernelRefused(TypeError):
@@ -108,6 +119,17 @@ def _numba_type_names() -> set[str]:
     return {n for n in dir(numba) if not n.startswith("_") and isinstance(getattr(numba, n, None), ntypes.Type)}
 
 
+def _numba_type_classes(root: type) -> frozenset:
+    """Numba's type classes as they are before learner code runs (their subclasses, all of numba's)."""
+    found, todo = set(), [root]
+    while todo:
+        cls = todo.pop()
+        if cls not in found and (cls.__module__ or "").split(".")[0] in ("numba", "numba_cuda"):
+            found.add(cls)
+            todo += cls.__subclasses__()
+    return frozenset(found)
+
+
 class KernelCheck:
     """Whether a kernel's code reaches only what a GPU kernel can (see the module's docstring).
 
@@ -120,10 +142,10 @@ class KernelCheck:
 
         self.is_kernel = is_kernel  # a simulator kernel or device function: obj -> its Python function, or None
         self.fake_cuda = fake_cuda  # the simulator's cuda module classes (swapped in during a launch)
-        self.numba_type = ntypes.Type
+        self.numba_types = _numba_type_classes(ntypes.Type)  # numba's own; a learner's subclass is none of them
         self.callables = _allowed_callables()
         self.attributes = KERNEL_ATTRIBUTES | _numba_type_names()
-        self.scalars = {t for t in np.sctypeDict.values() if isinstance(t, type)}
+        self.scalars = _NUMPY_NUMBERS
         self.read: dict = {}  # code object -> (why its code is refused or '', [(name, line, closure?), ...])
 
     def problem(self, fn, name: str) -> str:
@@ -209,7 +231,7 @@ class KernelCheck:
                                                     "cannot call"
         if isinstance(value, type) and value in self.scalars:
             return ""  # np.float32 and its kind, as a constructor
-        if isinstance(value, self.numba_type):
+        if type(value) in self.numba_types:
             return ""  # a Numba type (float32 from numba)
         if type(value) in self.fake_cuda:
             return ""  # the simulator's cuda module during a launch
@@ -223,6 +245,18 @@ class KernelCheck:
         kind = "a NumPy array on the host" if isinstance(value, np.ndarray) else f"a {type(value).__name__}"
         return (f"{where} uses {var}, {kind}: a GPU kernel reaches only its arguments, numbers, tuples, device "
                 "functions and the cuda, math and numba modules (pass arrays as arguments)")
+
+
+_STARTS: dict = {}  # code object -> the offsets its instructions start at
+
+
+def _instruction(code, lasti: int) -> int:
+    """The offset of the instruction a frame is at (Python 3.11 may report a place inside a
+    specialised instruction's inline cache)."""
+    starts = _STARTS.get(code)
+    if starts is None:
+        starts = _STARTS[code] = [ins.offset for ins in dis.get_instructions(code)]
+    return starts[max(bisect.bisect_right(starts, lasti) - 1, 0)]
 
 
 def _codes(code):
@@ -465,7 +499,15 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
             self.grid = tuple(int(v) for v in grid)
             self.block = tuple(int(v) for v in block)
             self.block_size = self.block[0] * self.block[1] * self.block[2]
-            self.fenced = False  # cuda.threadfence(): ordering across blocks is the programmer's
+            # Ordering across blocks, as a fence and an atomic give it (the last block of a reduction
+            # reads every block's partial sum): a clock that each fence and atomic advances; per block,
+            # its last publication (clock of an atomic after a fence, clock of that fence: the block's
+            # writes up to then are published) and its last atomic (what it has acquired); per thread,
+            # its last fence.
+            self.clock = 0
+            self.published: dict[int, tuple] = {}
+            self.acquired: dict[int, int] = {}
+            self.fences: dict[int, int] = {}
             self.states: dict[int, dict] = {}  # id(allocation or per-block shared record) -> element -> state
             self.shared: dict = {}  # (block, site) -> its KernelArray
             self.alive = True
@@ -484,16 +526,42 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
         key = (block << 38) | ((phase & 0xFFFF) << 22) | ((tid // WARP & 0x3F) << 16) | (warp_phase & 0xFFFF)
         return block * launch.block_size + tid, key, t
 
-    def concurrent(launch, a: int, b: int, writes: bool = False) -> bool:
-        """Whether two accesses (ordering keys) are unordered: different blocks, or the same block
-        and barrier phase, in different warps or the same warp phase. In a launch that calls
-        cuda.threadfence(), a read of what another block wrote is the programmer's to order (a fence
-        and a flag); two writes (``writes``) never are."""
+    def concurrent(launch, a: int, b: int) -> bool:
+        """Whether two accesses (ordering keys) are unordered within their block: different blocks,
+        or the same block and barrier phase, in different warps or the same warp phase (see
+        ordered() for what orders two blocks)."""
         if a >> 38 != b >> 38:
-            return writes or not launch.fenced
+            return True
         if (a >> 22) & 0xFFFF != (b >> 22) & 0xFFFF:
             return False
         return (a >> 16) & 0x3F != (b >> 16) & 0x3F or a & 0xFFFF == b & 0xFFFF
+
+    def ordered(launch, first_g: int, first_time: int, first_atomic: bool, then_g: int) -> bool:
+        """Whether an access by thread ``first_g`` of another block (at ``first_time`` on the launch's
+        clock; an atomic's time is its own tick) comes before thread ``then_g``'s: an atomic comes
+        before what a block does after an atomic of its own that followed it; a plain access, where its
+        block published it (a fence, then an atomic) and the other block acquired that (an atomic later)."""
+        size = launch.block_size
+        if first_g // size == then_g // size:
+            return False
+        seen = launch.acquired.get(then_g // size, -1)
+        if first_atomic:
+            return seen > first_time
+        pub = launch.published.get(first_g // size)
+        return pub is not None and first_time <= pub[1] and seen >= pub[0]
+
+    def tick(launch, g: int, kind: str) -> None:
+        """A fence ('f') or an atomic ('a') of thread ``g``: the launch's clock advances."""
+        with atomic_lock:
+            launch.clock += 1
+            if kind == "f":
+                launch.fences[g] = launch.clock - 1
+                return
+            block = g // launch.block_size
+            launch.acquired[block] = launch.clock
+            fence = launch.fences.get(g)
+            if fence is not None:
+                launch.published[block] = (launch.clock, fence)
 
     def thread_words(launch, g: int) -> str:
         block, tid = divmod(g, launch.block_size)
@@ -506,32 +574,41 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
     def check(launch, rec, state_key, flat: int, kind: str, line: int) -> None:
         """One access: kind 'r', 'w' or 'a' (atomic read-modify-write)."""
         me = who(launch)
-        if me is None:
-            return
+        if me is None:  # the launching thread, or one of the learner's: only the kernel's threads hold its arrays
+            fault(f"an array of kernel '{launch.name}' was used at line {line} by code that is not one of the "
+                  "kernel's threads (a GPU kernel's arrays are its threads' alone)")
+            raise KernelRefused(f"line {line}: an array of kernel '{launch.name}' used outside the kernel's threads")
         g, key, _ = me
         states = launch.states.setdefault(state_key, {})
         s = states.get(flat)
-        if s is None:
-            s = states[flat] = [-1, 0, 0, False, -1, 0, 0, -1, 0, 0]
-        w_g, w_key, w_line, w_atomic = s[0], s[1], s[2], s[3]
+        if s is None:  # the last write (thread, key, line, atomic, time), then two readers (thread, key, line, time)
+            s = states[flat] = [-1, 0, 0, False, 0, -1, 0, 0, 0, -1, 0, 0, 0]
+        now = launch.clock
+        w_g, w_key, w_line, w_atomic, w_time = s[0], s[1], s[2], s[3], s[4]
         if kind == "r":
-            if w_g >= 0 and w_g != g and not w_atomic and concurrent(launch, key, w_key):
-                race(launch, rec, flat, g, line, "read", w_g, w_line, "wrote")
-            if s[4] < 0 or s[4] == g or not concurrent(launch, key, s[5]):
-                s[4], s[5], s[6] = g, key, line
-            elif s[7] < 0 or s[7] == g or not concurrent(launch, key, s[8]):
-                s[7], s[8], s[9] = g, key, line
+            # a plain read beside another thread's atomic update races as a plain write would
+            if w_g >= 0 and w_g != g and concurrent(launch, key, w_key) and not ordered(launch, w_g, w_time,
+                                                                                       w_atomic, g):
+                race(launch, rec, flat, g, line, "read", w_g, w_line, "updated atomically" if w_atomic else "wrote")
+            if s[5] < 0 or s[5] == g or not concurrent(launch, key, s[6]):
+                s[5], s[6], s[7], s[8] = g, key, line, now
+            elif s[9] < 0 or s[9] == g or not concurrent(launch, key, s[10]):
+                s[9], s[10], s[11], s[12] = g, key, line, now
             return
         atomic = kind == "a"
-        if w_g >= 0 and w_g != g and not (atomic and w_atomic) and concurrent(launch, key, w_key, writes=True):
+        if w_g >= 0 and w_g != g and not (atomic and w_atomic) and concurrent(launch, key, w_key) \
+                and not ordered(launch, w_g, w_time, w_atomic, g):
             race(launch, rec, flat, g, line, "wrote" if not atomic else "updated atomically", w_g, w_line,
                  "wrote" if not w_atomic else "updated atomically")
-        for r in (4, 7):
-            if s[r] >= 0 and s[r] != g and concurrent(launch, key, s[r + 1]):
+        for r in (5, 9):
+            if s[r] >= 0 and s[r] != g and concurrent(launch, key, s[r + 1]) \
+                    and not ordered(launch, s[r], s[r + 3], False, g):
                 race(launch, rec, flat, g, line, "wrote" if not atomic else "updated atomically", s[r], s[r + 2],
                      "read")
-        s[0], s[1], s[2], s[3] = g, key, line, atomic
-        s[4] = s[7] = -1
+        if atomic:
+            tick(launch, g, "a")
+        s[0], s[1], s[2], s[3], s[4] = g, key, line, atomic, launch.clock if atomic else now
+        s[5] = s[9] = -1
 
     def race(launch, rec, flat, g, line, did, other, other_line, other_did) -> None:
         same = g // launch.block_size == other // launch.block_size
@@ -620,7 +697,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
         itemsize = property(lambda self: _inside(self)[1].itemsize)
         T = property(lambda self: kernel_view(*_transposed(self)))
 
-    _NUMBERS = frozenset({int, float, bool, complex} | {t for t in np.sctypeDict.values() if isinstance(t, type)})
+    _NUMBERS = frozenset({int, float, bool, complex} | _NUMPY_NUMBERS)
 
     def _transposed(arr):
         k = _inside(arr)
@@ -710,9 +787,11 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
         f = sys._getframe(2)
         return f.f_lineno if f is not None else 0
 
-    def grader_array(view: np.ndarray, name: str) -> DeviceArray:
-        """One of the grader's buffers (an argument of the exercise), as the learner's code receives it."""
-        return handle(view, Allocation(view.reshape(-1), f"'{name}'", "global", True))
+    def grader_array(view: np.ndarray, name: str, fresh: bool = False) -> DeviceArray:
+        """One of the grader's buffers (an argument of the exercise), as the learner's code receives it.
+        ``fresh``: an output the call must write before it reads (it starts with the grader's poison,
+        which on a GPU would be whatever the memory held)."""
+        return handle(view, Allocation(view.reshape(-1), f"'{name}'", "global", not fresh))
 
     # ------------------------------------------------------------------ launches
     stock_call = kmod.FakeCUDAKernel.__call__
@@ -724,9 +803,9 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
         if isinstance(value, DeviceArray):
             view, rec = _rec_pair(value)
             return kernel_view(launch, view, rec, id(rec))
-        if isinstance(value, (bool, int, float, complex, np.generic)):
+        if type(value) in _NUMBERS:  # exactly: a subclass's methods would run on the host inside the kernel
             return value
-        if isinstance(value, tuple):
+        if type(value) is tuple:
             return tuple(to_kernel(launch, v, where) for v in value)
         if isinstance(value, sim_da.FakeCUDAArray):  # the stock simulator's device array (a notebook's own)
             view = vars(value)["_ary"]
@@ -743,26 +822,56 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
         raise KernelRefused(f"{where} of kernel '{launch.name}' is a {type(value).__name__}: a kernel takes device "
                             "arrays, numbers and tuples of them")
 
+    # A sandbox's kernels print to the runner's own output (a pipe to the judge), not to sys.stdout,
+    # where the learner's host code could catch what the threads print (contextlib.redirect_stdout).
+    print_fd = os.dup(1) if allocators else None
+
+    def kernel_print(*values, sep=" ", end="\n", file=None, flush=False):
+        text = (sep if type(sep) is str else " ").join(str(v) for v in values) + (end if type(end) is str else "\n")
+        try:
+            os.write(print_fd, text.encode("utf-8", "replace"))
+        except OSError:
+            pass
+
     def launch_graded(self, *args):
-        grid, block = self.grid_dim, self.block_dim
-        name = getattr(self.fn, "__name__", "kernel")
-        why = checker.problem(self.fn, f"kernel '{name}'")
+        # The launch runs on a copy of the kernel object: its attributes (fn, extensions) are the
+        # learner's to change, the copy's are not. Launch extensions (prepare_args) would run learner
+        # code on the host with the kernel's arrays in hand.
+        k = object.__new__(kmod.FakeCUDAKernel)
+        k.__dict__.update(vars(self))
+        name = getattr(k.fn, "__name__", "kernel")
+        if k.__dict__.get("extensions"):
+            raise KernelRefused(f"kernel '{name}' has launch extensions (.extensions): a graded launch runs the "
+                                "kernel alone")
+        k.extensions = []
+        why = checker.problem(k.fn, f"kernel '{name}'")
         if why:
             raise KernelRefused(why)
         from numba.cuda.errors import normalize_kernel_dimensions
 
-        grid, block = normalize_kernel_dimensions(grid, block)
+        grid, block = normalize_kernel_dimensions(k.grid_dim, k.block_dim)
         launch = Launch(name, grid, block)
         kargs = [to_kernel(launch, a, f"argument {i + 1}") for i, a in enumerate(args)]
+        scope = getattr(k.fn, "__globals__", None)
+        printing = print_fd is not None and type(scope) is dict and "print" not in scope
+        if printing:
+            scope["print"] = kernel_print
         outer = state["launch"]
         state["launch"] = launch
         try:
-            return stock_call(self, *kargs)
+            return stock_call(k, *kargs)
+        except BaseException as exc:
+            # An exception out of a kernel fails the graded call whatever the host code does with it
+            # (its text could carry the kernel's data to the host; on a GPU a kernel raises nothing)
+            fault(f"kernel '{name}' stopped with {type(exc).__name__}: {str(exc)[:300]}")
+            raise
         finally:
             launch.alive = False
             state["launch"] = outer
             launch.states.clear()
             launch.shared.clear()
+            if printing and scope.get("print") is kernel_print:
+                del scope["print"]
 
     def call(self, *args):
         if self._device or kmod._kernel_context is not None:
@@ -808,7 +917,8 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
                     arr = launch.shared[key] = kernel_view(launch, base, rec, id(rec))
                 return arr
         else:
-            site = (caller.f_code.co_filename, caller.f_lineno)
+            # one array per call of cuda.shared.array in the code (two on one line are two arrays)
+            site = (caller.f_code.co_filename, caller.f_lineno, _instruction(caller.f_code, caller.f_lasti))
             base = self._allocations.get(site)
             if base is None:
                 base = self._allocations[site] = np.empty(shape, dtype)
@@ -864,6 +974,10 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
                 if idx is None:
                     raise KernelRefused(f"line {line}: cuda.atomic.{op} takes one element's index")
             flat = _flat(k, idx)
+            if rec.written is not None and not rec.written[flat] and op != "exch":
+                fault(f"kernel '{launch.name}' updated element {flat} of {rec.name} with cuda.atomic.{op} at line "
+                      f"{line} before any thread wrote it (the update reads it first: on a GPU it holds whatever "
+                      "was there before)")
             if state_key is not None:
                 check(launch, rec, state_key, flat, "a", line)
             with atomic_lock:
@@ -885,11 +999,15 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
     stock_fence = kernelapi.FakeCUDAModule.threadfence
 
     def threadfence(self):
-        if state["launch"] is not None:
-            state["launch"].fenced = True
+        launch = state["launch"]
+        if launch is not None:
+            me = who(launch)
+            if me is not None:
+                tick(launch, me[0], "f")
         return stock_fence(self)
 
     kernelapi.FakeCUDAModule.threadfence = threadfence
+    kernelapi.FakeCUDAModule.threadfence_system = threadfence
 
     # the cuda module's allocation functions, under every name a module holds them by
     import numba.cuda as cuda_module
@@ -942,7 +1060,8 @@ def _plain_dtype(dtype) -> np.dtype:
     if isinstance(dtype, type) and issubclass(dtype, np.ndarray):
         raise TypeError("a device array views its memory as a NumPy dtype (float32, int32, ...), not as a class")
     d = np.dtype(dtype)
-    if d.hasobject or type(d).__module__ != "numpy.dtypes":
+    if d.hasobject or type(d).__module__ != "numpy.dtypes" or d.kind not in "biufc" or d.fields is not None \
+            or d.subdtype is not None:
         raise TypeError("a device array views its memory as a NumPy dtype of numbers (float32, int32, ...)")
     return d
 

@@ -201,8 +201,11 @@ def exercise_score(res: dict, exercise: str) -> float:
 
 
 def feedback(res: dict, exercise: str) -> str:
-    return "\n".join(str(t.get("output", "")) for t in res.get("tests", [])
-                     if t.get("extra_data", {}).get("exercise") == exercise)
+    """An exercise's feedback as the learner reads it (Gradescope renders the escaped Markdown)."""
+    from autograder.results import md_unescape
+
+    return md_unescape("\n".join(str(t.get("output", "")) for t in res.get("tests", [])
+                                  if t.get("extra_data", {}).get("exercise") == exercise))
 
 
 def gradebook(out: Path) -> dict[str, dict[str, str]]:
