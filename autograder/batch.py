@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from .collect import submission_names
+from .collect import shown_name, submission_names
 from .grade import JudgeSession, grade_submission
 from .outcome import ExerciseResult, SubmissionResult
 from .results import (RECORD, atomic_write, digest, pending_here, read_record, read_results, read_shard,
@@ -149,7 +149,7 @@ def _grade_all(lab, names, sources, out_dir, *, simulator, gpus, force, seed, sa
     digests = {n: digest(p) for n, p in names.items()}
     for n, p in names.items():
         r = record.get(n, {})
-        same = (r.get("sha256") == digests[n] and r.get("source") == sources[p] and r.get("grader") == graded_by
+        same = (r.get("sha256") == digests[n] and r.get("source") == shown_name(sources[p]) and r.get("grader") == graded_by
                 and r.get("mode", mode) == mode and n in valid and (r.get("profile") or not profile))
         kept[n] = read_exercises(out_dir / n) if same else {}
         covered = set(wanted) <= set(r.get("exercises") or [])
@@ -198,14 +198,14 @@ def _grade_all(lab, names, sources, out_dir, *, simulator, gpus, force, seed, sa
             except Exception as exc:  # noqa: BLE001 - a grader bug costs this submission, not the batch
                 res = _failed(lab, path, exercises, simulator, f"the grader failed on this submission: "
                                                                f"{type(exc).__name__}: {exc}")
-            res.submission = sources[path]
+            res.submission = shown_name(sources[path])  # as text any report can hold
             earlier = {k: v for k, v in kept[name].items() if k not in {e.name for e in res.exercises}}
             res.exercises = sorted(res.exercises + list(earlier.values()), key=lambda e: order[e.name])
             try:
                 write_exercises(work, res.exercises)
                 write_result(out_dir, name, res)
                 with book_lock:
-                    record[name] = {"source": sources[path], "sha256": digests[name], "grader": graded_by,
+                    record[name] = {"source": res.submission, "sha256": digests[name], "grader": graded_by,
                                     "mode": mode, "exercises": sorted(e.name for e in res.exercises),
                                     "profile": profile}
                     write_record(out_dir, lab, record)

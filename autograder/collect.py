@@ -28,8 +28,14 @@ def safe_name(stem: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_-")[:MAX_NAME] or "submission"
 
 
+def shown_name(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (Python keeps them as lone surrogates, which no
+    UTF-8 file can hold) become U+FFFD."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _short_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]  # a name need not be UTF-8
 
 
 def submission_names(files) -> dict[str, Path]:

@@ -255,10 +255,11 @@ def check_book(run: Run, extra_rows: set[str] = frozenset(), optional_rows: set[
     problems = []
     folders = set()
     for sub in run.subs:
-        if sub.name not in found:
-            problems.append(f"{sub.name}: not graded (no results.json in the --out folder)")
+        name = sub.name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")  # as the results show it
+        if name not in found:
+            problems.append(f"{name}: not graded (no results.json in the --out folder)")
         else:
-            folders.add(found[sub.name][0])
+            folders.add(found[name][0])
     missing = (folders | set(extra_rows)) - set(book)
     unexpected = set(book) - folders - set(extra_rows) - set(optional_rows)
     if missing:
@@ -689,6 +690,9 @@ PLANTED_RESULTS = {"score": "ninety", "execution_time": "slow", "output": "hand-
                    "extra_data": {"submission": "zz_planted.py"}}
 
 
+NOT_UTF8 = b"zz_name_\xff.py"  # a file name that is no UTF-8 (a zip from another system): one grade, not a crash
+
+
 @pytest.fixture(scope="module")
 def aborts(tmp_path_factory):
     """The quick abort attacks and an honest submission, in a folder of their own, so that writes
@@ -701,6 +705,8 @@ def aborts(tmp_path_factory):
         subs.append(subs_dir / attack_file(key).name)
         shutil.copy(attack_file(key), subs[-1])
     subs.append(subs_dir / "zz_honest.py")
+    shutil.copy(HONEST, subs[-1])
+    subs.append(subs_dir / os.fsdecode(NOT_UTF8))  # an honest answer whose file name is no UTF-8
     shutil.copy(HONEST, subs[-1])
     subs_before = _tree(subs_dir)
     run = grade("first_kernel", subs, out, "--exercise", "vector_add", "--exercise", "saxpy", "--simulator",
@@ -736,8 +742,9 @@ def test_abort_attacks_do_not_stop_grading(aborts):
     problems = ([f"exit code {run.rc}"] if run.rc != 0 else []) + check_book(run)
     problems += check_scores(run, ABORT_QUICK)
     found = results(run.out)
-    if "zz_honest.py" not in found or exercise_score(found["zz_honest.py"][1], "vector_add") != 2:
-        problems.append("the honest submission graded with the abort attacks did not get its 2 points")
+    for name in ("zz_honest.py", NOT_UTF8.decode("utf-8", "replace")):
+        if name not in found or exercise_score(found[name][1], "vector_add") != 2:
+            problems.append(f"the honest submission {name!r} graded with the abort attacks did not get its 2 points")
     assert not problems, "\n".join(problems) + "\n" + run.explain()
 
 
