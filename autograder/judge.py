@@ -221,7 +221,7 @@ def local_walls() -> tuple:
         if "triton" in sys.modules:
             from .triton_guard import install as triton_install
 
-            triton = runner_module.install_triton_guard(triton_install)
+            triton = runner_module.install_triton_guard(triton_install, sandbox=False)
         _LOCAL_WALLS.append((memory, triton))
     return _LOCAL_WALLS[0]
 

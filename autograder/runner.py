@@ -1086,8 +1086,9 @@ def install_sim_memory(install, allocators: bool = True):
     return memory
 
 
-def install_triton_guard(install):
-    """Triton's interpreter under the guard (see triton_guard.install)."""
+def install_triton_guard(install, sandbox: bool = True):
+    """Triton's interpreter under the guard (see triton_guard.install). ``sandbox``: a graded
+    runner's (kernels print to its own output), not a notebook's check()."""
 
     def learner_line() -> int:
         """The line of learner code running now: its registered code, or in a notebook's check() (where
@@ -1104,7 +1105,7 @@ def install_triton_guard(install):
 
     return install(adopt=GUARD.add_code, is_learner_code=lambda code: code is not None and id(code) in GUARD.code_ids,
                    learner_frame=lambda depth: GUARD.active and GUARD.caller_is_learner(depth + 2),
-                   refuse=GUARD.refuse, learner_line=learner_line)
+                   refuse=GUARD.refuse, learner_line=learner_line, print_fd=os.dup(1) if sandbox else None)
 
 
 _BARRIERS: list = []

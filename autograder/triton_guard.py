@@ -19,14 +19,18 @@ Each of these is a way around the kernel, so ``install()`` closes them once per 
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 
-def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line):
+def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, print_fd=None):
     """``adopt(code)``: count a code object as learner code; ``is_learner_code(code)``;
     ``learner_frame(depth)``: whether the frame ``depth`` above the caller is learner code (looking
     through the standard library); ``refuse(what)``: the exception for a forbidden use;
-    ``learner_line()``: the line of learner code running now."""
+    ``learner_line()``: the line of learner code running now; ``print_fd``: where kernels'
+    prints go (a sandbox's own output, which the learner's host code cannot catch as it can
+    sys.stdout), or None for sys.stdout."""
     import builtins
 
     import triton.language as tl
@@ -76,6 +80,16 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line):
                 ti.__dict__[name] = refusing(obj, name)  # the interpreter makes them by this name only
         elif callable(obj) and type(obj).__name__ == "function" and name not in ("_patch_lang_tensor",):
             ti.__dict__[name] = refusing(obj, f"function {name}")
+
+    if print_fd is not None:  # tl.device_print and tl.static_print print with the interpreter module's print
+        def kernel_print(*values, sep=" ", end="\n", **_):
+            text = (sep if type(sep) is str else " ").join(str(v) for v in values) + (end if type(end) is str else "\n")
+            try:
+                os.write(print_fd, text.encode("utf-8", "replace"))
+            except OSError:
+                pass
+
+        ti.__dict__["print"] = kernel_print
 
     # ------------------------------------------------------------------ blocks
     for cls in (tl.core.tensor, getattr(tl.core, "tensor_descriptor_base", None)):
@@ -170,6 +184,40 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line):
 
     ti.GridExecutor.__call__ = call
 
+    # ------------------------------------------------------------------ kernels a GPU could compile
+    # The interpreter runs a kernel as Python: a list, a Python helper, int() of a block or a loop
+    # over one would all run. Before a learner kernel runs, Triton's own front end compiles it for
+    # the launch's argument types (as on a GPU, up to Triton's IR): what it refuses is refused here.
+    stock_run = ti.InterpretedFunction.run
+    compiled: dict = {}
+
+    def run(self, *args, grid, warmup, **kwargs):
+        raw = getattr(self, "fn", None)
+        if not warmup and is_learner_code(getattr(raw, "__code__", None)):
+            why = _front_end(raw, args, kwargs, compiled)
+            if why:
+                name = getattr(raw, "__name__", "kernel")
+                fault(f"kernel '{name}' does not compile for a GPU: {why}")
+                raise TypeError(f"kernel '{name}' does not compile for a GPU (Triton's compiler refuses it): {why}")
+        return stock_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    ti.InterpretedFunction.run = run
+
+    # A device function's call patches triton.language for the interpreter and never puts it back
+    # (a kernel's launch does): tl.core stayed the interpreter's after tl.max ran, and the front end
+    # then failed on honest kernels. The call's patches are undone when it returns.
+    stock_device_call = ti.InterpretedFunction.__call__
+    patch_lang = ti._patch_lang
+
+    def device_call(self, *args, **kwargs):
+        scope = patch_lang(self.fn)
+        try:
+            return stock_device_call(self, *args, **kwargs)
+        finally:
+            scope.restore()
+
+    ti.InterpretedFunction.__call__ = device_call
+
     class Guard:
         @staticmethod
         def problem() -> str:
@@ -178,6 +226,79 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line):
             return out
 
     return Guard
+
+
+def _front_end(raw, args, kwargs, cache: dict) -> str:
+    """'' if Triton's front end compiles kernel ``raw`` for these arguments, else its error."""
+    import inspect
+    import types
+
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.compiler import ASTSource
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction, mangle_type
+
+    def as_jit(fn, seen):
+        """A JITFunction of ``fn`` whose globals hold JITFunctions where the interpreter's are."""
+        fn = fn.fn if isinstance(fn, InterpretedFunction) else fn
+        if fn not in seen:
+            scope = dict(fn.__globals__)
+            copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+            for attr in ("__annotations__", "__kwdefaults__", "__module__", "__qualname__", "__doc__"):
+                setattr(copy, attr, getattr(fn, attr))
+            seen[fn] = JITFunction(copy)
+            for name, value in list(scope.items()):
+                if isinstance(value, InterpretedFunction):
+                    scope[name] = as_jit(value, seen)
+        return seen[fn]
+
+    try:
+        jit = as_jit(raw, {})
+        params = inspect.signature(raw).parameters
+        bound = inspect.signature(raw).bind(*args, **{k: v for k, v in kwargs.items() if k in params})
+        bound.apply_defaults()
+        signature, constants = {}, {}
+        for p, name in zip(jit.params, params):
+            value = bound.arguments[name]
+            if p.is_constexpr or value is None:
+                signature[name], constants[name] = "constexpr", value
+            else:
+                signature[name] = mangle_type(value)
+        key = (raw, tuple(signature.items()), repr(sorted(constants.items())))
+        if key not in cache:
+            target = GPUTarget("cuda", 80, 32)
+            backend = CUDABackend(target)
+            options = backend.parse_options({"enable_fp_fusion": True})
+            from triton._C.libtriton import ir
+
+            context = ir.context()
+            ir.load_dialects(context)
+            backend.load_dialects(context)
+            # triton.language's own @jit functions (tl.sigmoid, tl.softmax) are the interpreter's too:
+            # the front end sees JITFunctions of them while it compiles
+            import sys
+
+            swapped, seen = [], {}
+            for module in [m for n, m in list(sys.modules.items()) if n.startswith("triton.language")]:
+                for attr, value in list(vars(module).items()):
+                    if isinstance(value, InterpretedFunction):
+                        swapped.append((module, attr, value))
+            try:
+                for module, attr, value in swapped:
+                    setattr(module, attr, as_jit(value, seen))
+                ASTSource(jit, signature, constants).make_ir(target, options, backend.get_codegen_implementation(options),
+                                                             backend.get_module_map(), context)
+                cache[key] = ""
+            except Exception as exc:  # noqa: BLE001 - Triton's CompilationError, or what the front end raised
+                text = " ".join(str(exc).split())
+                cache[key] = (text[:160] + " ... " + text[-400:] if len(text) > 600 else text) or type(exc).__name__
+            finally:
+                for module, attr, value in swapped:
+                    setattr(module, attr, value)
+        return cache[key]
+    except Exception as exc:  # noqa: BLE001 - arguments no Triton kernel takes
+        return f"its arguments are no Triton kernel's ({type(exc).__name__}: {str(exc)[:200]})"
 
 
 def _ranges(value, name: str, out: list) -> None:
