@@ -318,12 +318,66 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
     class Allocation:
         """One block of memory: its flat base array, what it is called, and which elements any thread
         has written (None where every element counts as written: the grader's own buffers)."""
-        __slots__ = ("base", "name", "space", "written", "address")
+        __slots__ = ("base", "name", "space", "written", "address", "streams", "__weakref__")
 
         def __init__(self, base: np.ndarray, name: str, space: str, initialised: bool) -> None:
             self.base, self.name, self.space = base, name, space
             self.written = None if initialised else bytearray(base.size)
             self.address = base.__array_interface__["data"][0]
+            self.streams = None  # see Streams: stream -> (elements written, elements read) not yet ordered
+
+    class Streams:
+        """What launches and copies on streams other than the default one did to memory that nothing
+        has ordered yet (a synchronize, an event waited on, or work on the legacy default stream,
+        which waits for every stream). The simulator runs each launch to its end, one after another;
+        on a GPU two streams run at once, so an element one stream writes and another reads or
+        writes, unordered, is a race."""
+
+        def __init__(self) -> None:
+            self.pending: dict = {}  # stream key -> the allocations it has pending accesses in
+            self.held: dict = {}  # stream key -> the stream (its id stays its own while it is pending)
+            self.of_kernel = weakref.WeakKeyDictionary()  # kernel object -> the stream of its configuration
+            self.of_event = weakref.WeakKeyDictionary()  # event -> the stream key it was recorded on
+            self.default = None  # the object cuda.default_stream() and its kin return
+
+        def key(self, stream):
+            if stream is None or stream is self.default or (type(stream) is int and stream == 0):
+                return None
+            self.held[id(stream)] = stream
+            return id(stream)
+
+        def settle(self, key=None, every: bool = False) -> None:
+            """Stream ``key``'s pending accesses are ordered before what comes next (every stream's)."""
+            for k in (list(self.pending) if every else [key]):
+                for rec in self.pending.pop(k, ()):
+                    if rec.streams is not None:
+                        rec.streams.pop(k, None)
+                self.held.pop(k, None)
+
+        def access(self, rec, flats, write: bool, key, what: str) -> None:
+            """``what`` (a launch's access at a line, or a copy) on stream ``key`` touches ``flats``."""
+            if rec.space != "global":
+                return
+            if rec.streams is None:
+                rec.streams = {}
+            for other, (w, r) in rec.streams.items():
+                if other == key:
+                    continue
+                clash = next((f for f in flats if f in w or (write and f in r)), None)
+                if clash is not None:
+                    did = "wrote" if clash in w else "read"
+                    fault(f"a race between streams on {rec.name}: {what} {'writes' if write else 'reads'} element "
+                          f"{clash}, which work on another stream {did} with nothing ordering the two (synchronize "
+                          "that stream first, or have this stream wait for an event recorded after it). On a GPU "
+                          "the two streams run at the same time.")
+                    break
+            mine = rec.streams.get(key)
+            if mine is None:
+                mine = rec.streams[key] = (set(), set())
+                self.pending.setdefault(key, weakref.WeakSet()).add(rec)
+            mine[0 if write else 1].update(flats)
+
+    streams = Streams()
 
     def element(rec, view: np.ndarray, idx) -> int:
         """The flat element of the allocation that ``view[idx]`` is."""
@@ -409,8 +463,9 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
 
         # copies across the host and the device: only where the exercise allows them
         def copy_to_host(self, ary=None, stream=0):
-            _host("read", "host access to a device array (copy_to_host)")
+            _host("read", "host access to a device array (copy_to_host)", stream=True)
             v = _view(self)
+            _copy_on(stream, self, v, False)
             if ary is None:
                 return np.array(v)
             if type(ary) is not np.ndarray:
@@ -419,11 +474,12 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
             return ary
 
         def copy_to_device(self, ary, stream=0):
-            _host("write", "host access to a device array (copy_to_device)")
+            _host("write", "host access to a device array (copy_to_device)", stream=True)
             src = _plain_copy(ary)
             v = _view(self)
             if src.shape != v.shape or src.dtype != v.dtype:
                 raise ValueError(f"incompatible arrays: {src.shape} {src.dtype} into {v.shape} {v.dtype}")
+            _copy_on(stream, self, v, True)
             v[...] = src
             _mark_written(_rec(self), v)
 
@@ -458,10 +514,27 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
             raise TypeError("a device array holds numbers")
         return out
 
-    def _host(kind: str, what: str) -> None:
+    def _copy_on(stream, arr, view: np.ndarray, write: bool) -> None:
+        """A copy between the host and ``arr`` on ``stream``: on the default stream it waits for every
+        stream; on another it is that stream's access."""
+        key = streams.key(stream)
+        if key is None:
+            streams.settle(every=True)
+            return
+        rec = _rec(arr)
+        flats = range(element(rec, view, (0,) * view.ndim), element(rec, view, tuple(d - 1 for d in view.shape)) + 1) \
+            if view.size and (view.flags.c_contiguous or view.flags.f_contiguous) else \
+            [element(rec, view, idx) for idx in np.ndindex(*view.shape)]
+        streams.access(rec, flats, write, key, f"a copy {'to' if write else 'from'} the device")
+
+    def _host(kind: str, what: str, stream: bool = False) -> None:
+        """A host access, if the exercise allows it. ``stream``: a copy that may run on a stream (see
+        _copy_on); any other waits for every stream, as a synchronous copy does."""
         read_forbidden, write_forbidden = host_rules()
         if guarded() and (read_forbidden if kind == "read" else write_forbidden):
             raise refuse(what)
+        if not stream:
+            streams.settle(every=True)
 
     def _rec_pair(obj):
         r = record_of(obj)
@@ -505,6 +578,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
             # writes up to then are published) and its last atomic (what it has acquired); per thread,
             # its last fence.
             self.clock = 0
+            self.stream = None  # its stream's key (None: the default stream)
             self.published: dict[int, tuple] = {}
             self.acquired: dict[int, int] = {}
             self.fences: dict[int, int] = {}
@@ -579,6 +653,8 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
                   "kernel's threads (a GPU kernel's arrays are its threads' alone)")
             raise KernelRefused(f"line {line}: an array of kernel '{launch.name}' used outside the kernel's threads")
         g, key, _ = me
+        if launch.stream is not None:
+            streams.access(rec, (flat,), kind != "r", launch.stream, f"kernel '{launch.name}' at line {line}")
         states = launch.states.setdefault(state_key, {})
         s = states.get(flat)
         if s is None:  # the last write (thread, key, line, atomic, time), then two readers (thread, key, line, time)
@@ -851,6 +927,9 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
 
         grid, block = normalize_kernel_dimensions(k.grid_dim, k.block_dim)
         launch = Launch(name, grid, block)
+        launch.stream = streams.key(streams.of_kernel.get(self, 0))
+        if launch.stream is None:  # the legacy default stream waits for every stream
+            streams.settle(every=True)
         kargs = [to_kernel(launch, a, f"argument {i + 1}") for i, a in enumerate(args)]
         scope = getattr(k.fn, "__globals__", None)
         printing = print_fd is not None and type(scope) is dict and "print" not in scope
@@ -882,6 +961,61 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
 
     call.__name__ = "__call__"
     kmod.FakeCUDAKernel.__call__ = call
+
+    # streams: a launch's, and what orders work across them (see Streams)
+    stock_configure = kmod.FakeCUDAKernel.__getitem__
+
+    def configure(self, configuration):
+        out = stock_configure(self, configuration)
+        streams.of_kernel[self] = configuration[2] if type(configuration) is tuple and len(configuration) > 2 else 0
+        return out
+
+    kmod.FakeCUDAKernel.__getitem__ = configure
+    from numba.cuda.simulator import api as sim_api
+
+    stream_cls, event_cls = sim_api.stream, sim_api.Event
+    streams.default = stream_cls()
+    stock_sync, stock_auto = stream_cls.synchronize, stream_cls.auto_synchronize
+
+    def stream_synchronize(self):
+        streams.settle(streams.key(self))
+        return stock_sync(self)
+
+    def auto_synchronize(self):
+        import contextlib
+
+        @contextlib.contextmanager
+        def block():
+            try:
+                yield
+            finally:
+                streams.settle(streams.key(self))
+        return block()
+
+    stream_cls.synchronize, stream_cls.auto_synchronize = stream_synchronize, auto_synchronize
+
+    def event_record(self, stream=0):
+        streams.of_event[self] = streams.key(stream)
+
+    def event_wait(self, stream=0):  # what the event's stream did up to now is ordered before the waiter
+        if self in streams.of_event:
+            streams.settle(streams.of_event[self], every=streams.of_event[self] is None)
+
+    event_cls.record, event_cls.wait, event_cls.synchronize = event_record, event_wait, event_wait
+
+    def synchronize():
+        streams.settle(every=True)
+
+    def default_stream():
+        return streams.default
+
+    _replace_everywhere(sim_api.synchronize, synchronize)
+    for module in list(sys.modules.values()):  # the default streams' names (each is the stream class there)
+        d = getattr(module, "__dict__", None)
+        if isinstance(d, dict):
+            for name in ("default_stream", "legacy_default_stream", "per_thread_default_stream"):
+                if d.get(name) is stream_cls:
+                    d[name] = default_stream
 
     # shared, local and constant arrays inside a graded launch
     stock_local = kernelapi.FakeCUDALocal.array

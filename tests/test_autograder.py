@@ -392,6 +392,25 @@ def test_barrier_divergence_fails_the_grade(tmp_path):
         assert want["words"] in output, (name, output)
 
 
+ORDERING_BANK = ROOT / "tests" / "submissions" / "ordering"
+
+
+@simulator_only
+def test_work_ordered_across_blocks_and_streams_is_no_race(tmp_path):
+    """The simulator runs blocks and launches one after another, so the grader checks the order a GPU
+    would need: these honest answers order theirs (a fence and a ticket, an event, a synchronize) and
+    get full marks; the attack bank has each without its order (reduction/fence_last_block_sum,
+    reduction/two_streams_race_sum), which scores 0."""
+    want = {k: v for k, v in json.loads((ORDERING_BANK / "expected.json").read_text()).items()
+            if not k.startswith("_")}
+    autograder("grade", "--lab", "reduction", "--exercise", "reduce_sum", "--simulator", "--seed", SEED,
+               "--out", str(tmp_path), *[str(ORDERING_BANK / f"{name}.py") for name in want])
+    book = gradebook(tmp_path)
+    for name, points in want.items():
+        output = json.loads((tmp_path / name / "results.json").read_text())["tests"][0]["output"]
+        assert float(book[name]["reduce_sum"]) == points, (name, output)
+
+
 @simulator_only
 @pytest.mark.parametrize("name", ["barrier_in_branch", "two_barriers"])
 def test_barrier_divergence_fails_check(name, capsys):
