@@ -1073,6 +1073,21 @@ def _quiet_frame(depth: int = 0):
         hook["on"] = was
 
 
+def _kernel_print():
+    """The print a sandbox's kernels get: to the runner's own output (a copy of its stdout taken before
+    learner code runs), where the learner's host code cannot catch it (contextlib.redirect_stdout)."""
+    fd = os.dup(1)
+
+    def kernel_print(*values, sep=" ", end="\n", **_):
+        text = (sep if type(sep) is str else " ").join(str(v) for v in values) + (end if type(end) is str else "\n")
+        try:
+            os.write(fd, text.encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+    return kernel_print
+
+
 def install_sim_memory(install, allocators: bool = True):
     """The simulator's device memory under the guard's rules (see sim_memory.install). Its launch
     goes through the simulator's kernel call, which the barrier check holds in place: the check
@@ -1081,7 +1096,8 @@ def install_sim_memory(install, allocators: bool = True):
 
     memory = install(guarded=lambda: GUARD.active,
                      host_rules=lambda: (bool(GUARD.rules.get("host_read")), bool(GUARD.rules.get("host_write"))),
-                     refuse=GUARD.refuse, allocators=allocators, frame=_quiet_frame)
+                     refuse=GUARD.refuse, allocators=allocators, frame=_quiet_frame,
+                     kernel_print=_kernel_print() if allocators else None)
     strict_barriers().expect(sim_kernel.FakeCUDAKernel, "__call__")
     return memory
 
@@ -1105,7 +1121,7 @@ def install_triton_guard(install, sandbox: bool = True):
 
     return install(adopt=GUARD.add_code, is_learner_code=lambda code: code is not None and id(code) in GUARD.code_ids,
                    learner_frame=lambda depth: GUARD.active and GUARD.caller_is_learner(depth + 2),
-                   refuse=GUARD.refuse, learner_line=learner_line, print_fd=os.dup(1) if sandbox else None)
+                   refuse=GUARD.refuse, learner_line=learner_line, kernel_print=_kernel_print() if sandbox else None)
 
 
 _BARRIERS: list = []

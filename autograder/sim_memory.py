@@ -37,7 +37,6 @@ import bisect
 import dis
 import math
 import operator
-import os
 import sys
 import threading
 import types
@@ -276,12 +275,13 @@ class Fault(Exception):
     """What the access check found (kept; raised only where a GPU would fault too)."""
 
 
-def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None):
+def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None, kernel_print=None):
     """Patch the simulator once; the Memory object the runner uses. ``guarded()``: learner code may
     run under the exercise's rules now; ``host_rules()``: (host reads forbidden, host writes
     forbidden); ``refuse(what)``: the exception for a forbidden call; ``allocators``: the cuda
     module's device_array, to_device ... make the grader's arrays too (a sandbox; not a notebook,
-    whose own code goes on with the stock simulator's)."""
+    whose own code goes on with the stock simulator's); ``kernel_print``: the print a graded launch's
+    kernels get (a sandbox's own output, which host code cannot catch as it can sys.stdout)."""
     from numba.cuda.simulator import kernel as kmod
     from numba.cuda.simulator import kernelapi
     from numba.cuda.simulator.cudadrv import devicearray as sim_da
@@ -898,17 +898,6 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
         raise KernelRefused(f"{where} of kernel '{launch.name}' is a {type(value).__name__}: a kernel takes device "
                             "arrays, numbers and tuples of them")
 
-    # A sandbox's kernels print to the runner's own output (a pipe to the judge), not to sys.stdout,
-    # where the learner's host code could catch what the threads print (contextlib.redirect_stdout).
-    print_fd = os.dup(1) if allocators else None
-
-    def kernel_print(*values, sep=" ", end="\n", file=None, flush=False):
-        text = (sep if type(sep) is str else " ").join(str(v) for v in values) + (end if type(end) is str else "\n")
-        try:
-            os.write(print_fd, text.encode("utf-8", "replace"))
-        except OSError:
-            pass
-
     def launch_graded(self, *args):
         # The launch runs on a copy of the kernel object: its attributes (fn, extensions) are the
         # learner's to change, the copy's are not. Launch extensions (prepare_args) would run learner
@@ -932,7 +921,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None)
             streams.settle(every=True)
         kargs = [to_kernel(launch, a, f"argument {i + 1}") for i, a in enumerate(args)]
         scope = getattr(k.fn, "__globals__", None)
-        printing = print_fd is not None and type(scope) is dict and "print" not in scope
+        printing = kernel_print is not None and type(scope) is dict and "print" not in scope
         if printing:
             scope["print"] = kernel_print
         outer = state["launch"]

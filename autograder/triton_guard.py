@@ -19,18 +19,15 @@ Each of these is a way around the kernel, so ``install()`` closes them once per 
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 
-def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, print_fd=None):
+def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kernel_print=None):
     """``adopt(code)``: count a code object as learner code; ``is_learner_code(code)``;
     ``learner_frame(depth)``: whether the frame ``depth`` above the caller is learner code (looking
     through the standard library); ``refuse(what)``: the exception for a forbidden use;
-    ``learner_line()``: the line of learner code running now; ``print_fd``: where kernels'
-    prints go (a sandbox's own output, which the learner's host code cannot catch as it can
-    sys.stdout), or None for sys.stdout."""
+    ``learner_line()``: the line of learner code running now; ``kernel_print``: the print kernels
+    get (a sandbox's own output, which host code cannot catch as it can sys.stdout), or None."""
     import builtins
 
     import triton.language as tl
@@ -81,14 +78,7 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, prin
         elif callable(obj) and type(obj).__name__ == "function" and name not in ("_patch_lang_tensor",):
             ti.__dict__[name] = refusing(obj, f"function {name}")
 
-    if print_fd is not None:  # tl.device_print and tl.static_print print with the interpreter module's print
-        def kernel_print(*values, sep=" ", end="\n", **_):
-            text = (sep if type(sep) is str else " ").join(str(v) for v in values) + (end if type(end) is str else "\n")
-            try:
-                os.write(print_fd, text.encode("utf-8", "replace"))
-            except OSError:
-                pass
-
+    if kernel_print is not None:  # tl.device_print and tl.static_print print with the interpreter module's print
         ti.__dict__["print"] = kernel_print
 
     # ------------------------------------------------------------------ blocks
