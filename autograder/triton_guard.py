@@ -189,6 +189,14 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
                 name = getattr(raw, "__name__", "kernel")
                 fault(f"kernel '{name}' does not compile for a GPU: {why}")
                 raise TypeError(f"kernel '{name}' does not compile for a GPU (Triton's compiler refuses it): {why}")
+            try:
+                return stock_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+            except BaseException as exc:
+                # fails the graded call whatever host code does with it: an exception's text (a failed
+                # tl.device_assert's, say) could carry the kernel's data to the host
+                fault(f"kernel '{getattr(raw, '__name__', 'kernel')}' stopped with {type(exc).__name__}: "
+                      f"{str(exc)[:300]}")
+                raise
         return stock_run(self, *args, grid=grid, warmup=warmup, **kwargs)
 
     ti.InterpretedFunction.run = run
