@@ -299,7 +299,10 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
     found: list[str] = []  # faults since the last problem(), first first
     state = {"launch": None, "tap": None, "plain_shared": None}  # tap: a memory tracer's (memtrace) hook, while --profile traces
 
+    faults = [0]  # how many fault() calls there have been (found keeps the first few)
+
     def fault(message: str) -> None:
+        faults[0] += 1
         if len(found) < 4 and message not in found:
             found.append(message)
 
@@ -926,12 +929,15 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
             scope["print"] = kernel_print
         outer = state["launch"]
         state["launch"] = launch
+        before = faults[0]
         try:
             return stock_call(k, *kargs)
         except BaseException as exc:
             # An exception out of a kernel fails the graded call whatever the host code does with it
-            # (its text could carry the kernel's data to the host; on a GPU a kernel raises nothing)
-            fault(f"kernel '{name}' stopped with {type(exc).__name__}: {str(exc)[:300]}")
+            # (its text could carry the kernel's data to the host; on a GPU a kernel raises nothing).
+            # One the walls raised after keeping a fault of their own says nothing new.
+            if faults[0] == before:
+                fault(f"kernel '{name}' stopped with {type(exc).__name__}: {str(exc)[:300]}")
             raise
         finally:
             launch.alive = False

@@ -720,8 +720,9 @@ def _nan_kernel(a, out):  # writes every element, as NaN
 
 
 def test_check_tells_outputs_never_set_from_outputs_written_as_nan(monkeypatch, capsys):
-    """An element the call never wrote (or only added to: an accumulator left unset) is said to be
-    never set; an element it wrote NaN into is said to be written as NaN, not 'never written'."""
+    """An element the call never wrote is said to be never set; one it only added to (an accumulator
+    left unset) was read before any thread wrote it (the simulator's walls say so first); an element
+    it wrote NaN into is said to be written as NaN, not 'never written'."""
     from autograder import check as check_module
     from autograder.spec import Exercise, Lab, Out
 
@@ -740,7 +741,7 @@ def test_check_tells_outputs_never_set_from_outputs_written_as_nan(monkeypatch, 
         notes[name] = case.message
     assert "20 elements never set: still the NaN the grader starts 'out' with" in notes["half"], notes
     assert "written as NaN" not in notes["half"], notes
-    assert "never set" in notes["add"] and "40 of 40 elements wrong" in notes["add"], notes
+    assert "read element 0 of 'out' at line" in notes["add"] and "before any thread wrote it" in notes["add"], notes
     assert "40 elements written as NaN" in notes["nan"] and "never set:" not in notes["nan"], notes
     assert "np.float32" not in "".join(notes.values()), notes  # values as numbers, not reprs
 

@@ -75,15 +75,17 @@ def test_honest_kernels_pass_every_wall(numba_walls, probe):
     assert numba_walls[probe] == "ok: 'done'", numba_walls[probe]
 
 
+# Two walls stand in the first two probes' way: Triton's front end refuses the kernel before it
+# runs (a match statement, a list), and behind it a block hides its values from learner code.
 @pytest.mark.parametrize("probe, said", [
-    ("handle_by_match", "a Triton block's handle"),
-    ("repr_of_a_block", "ok: '<Triton block of fp32, shape [8]>'"),
+    ("handle_by_match", ("a Triton block's handle", "does not compile for a GPU")),
+    ("repr_of_a_block", ("ok: '<Triton block of fp32, shape [8]>'", "does not compile for a GPU")),
     ("one_past_the_end", "fault: kernel 'k' reads memory outside its arrays at line 6: 1 element(s) past the end"),
     ("interpreter_memory_directly", "Triton's interpreter's memory functions"),
     ("interpreter_internals_by_match", "Triton's interpreter's own ReduceOps"),
 ])
 def test_tritons_interpreter_shows_no_data_and_keeps_memory_inside_the_arrays(triton_walls, probe, said):
-    assert said in triton_walls[probe], triton_walls[probe]
+    assert any(s in triton_walls[probe] for s in ((said,) if isinstance(said, str) else said)), triton_walls[probe]
 
 
 def test_an_honest_triton_kernel_passes(triton_walls):

@@ -27,7 +27,11 @@ RULES = {"deny": ["numpy.*"], "allow": [], "host_read": True, "host_write": True
 
 
 def learner(source: str, namespace: dict) -> None:
-    code = compile(textwrap.dedent(source), "the answer cell", "exec")
+    import linecache
+
+    source = textwrap.dedent(source)
+    linecache.cache["the answer cell"] = (len(source), None, source.splitlines(True), "the answer cell")
+    code = compile(source, "the answer cell", "exec")  # its source registered, as the runner registers cells
     runner.GUARD.add_code(code)
     exec(code, namespace)
 
