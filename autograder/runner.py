@@ -1482,7 +1482,7 @@ class Runner:
                 self._run(fn, args, leaks)
             self.synchronize()
             self._copy_back(private)
-            problem = self.barrier_problem() or self.memory_problem()
+            problem = self.walls_problem()
             if problem:
                 return {"ok": False, "error": problem}
             if leaks is not None and leaks.leaked():
@@ -1493,7 +1493,7 @@ class Runner:
                     faults.append(f"left the host array '{d.get('name', i)}' page-locked (registered): unregister "
                                   "it before returning (the cuda.pinned context manager does this for you)")
         except BaseException as exc:  # noqa: BLE001 - learner errors are grades
-            return {"ok": False, "error": self.barrier_problem() or self.memory_problem() or self.describe(exc, msg)}
+            return {"ok": False, "error": self.walls_problem() or self.describe(exc, msg)}
         finally:
             self._unpin()
         reply = {"ok": True, "faults": faults}
@@ -1503,6 +1503,12 @@ class Runner:
             except Exception as exc:  # noqa: BLE001 - a profile that fails is left out, the call stands
                 reply["profile"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         return reply
+
+    def walls_problem(self) -> str:
+        """What the simulator's walls found in this call ('' if nothing): a barrier divergence first.
+        Each wall is asked every time, so that nothing it found is left to a later call's verdict."""
+        barrier, memory = self.barrier_problem(), self.memory_problem()
+        return barrier or memory
 
     def barrier_problem(self) -> str:
         """A barrier divergence (simulator) since the last time asked, or ''."""

@@ -412,6 +412,20 @@ def test_work_ordered_across_blocks_and_streams_is_no_race(tmp_path):
 
 
 @simulator_only
+def test_a_barrier_divergence_leaves_nothing_for_the_next_call(capsys):
+    """A call that ends in a barrier divergence also leaves a kernel's exception with the memory walls:
+    both are read with that call, so the next call (an honest kernel) is judged on its own."""
+    import runpy
+
+    from autograder import checker
+
+    check = checker("reduction")
+    assert check(runpy.run_path(str(BARRIER_BANK / "barrier_in_branch.py"))["block_sums"]).points == 0
+    honest = check(runpy.run_path(str(BARRIER_BANK / "correct.py"))["block_sums"])
+    assert honest.passed and all(c.passed for c in honest.cases), capsys.readouterr().out
+
+
+@simulator_only
 @pytest.mark.parametrize("name", ["barrier_in_branch", "two_barriers"])
 def test_barrier_divergence_fails_check(name, capsys):
     """check() in a notebook runs the same check: every case fails, naming the block and the line."""
