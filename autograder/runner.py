@@ -1849,3 +1849,13 @@ def main(fd: int, uid: int) -> None:
 
 if __name__ == "__main__":
     main(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        # The simulator holds nothing that outlives the process (on a GPU, the driver and the tools that
+        # watch it end with a normal exit): leave without tearing the interpreter down, a tenth of the
+        # runner's own time, which a class graded in simulator mode pays per submission.
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a stream the learner's code replaced or closed
+                pass
+        os._exit(0)
