@@ -9,12 +9,34 @@ latency bound, a share of requests on time); this module holds the search and th
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from .spec import Assessment
+
+
+_OF_REFERENCE: dict = {}
+
+
+def of_reference(cases, measure: Callable):
+    """``measure(cases)`` for the reference policy, once per set of cases in this process: a judge
+    grades a class with one seed, so every submission meets the same cases, and the reference's
+    capacity on them (its whole simulation, half a policy exercise's grading) is the same."""
+    h = hashlib.sha256()
+    for params, inputs in cases:
+        h.update(repr(sorted(params.items())).encode())
+        for name in sorted(inputs):
+            value = np.ascontiguousarray(inputs[name])
+            h.update(f"{name} {value.dtype} {value.shape}".encode() + value.tobytes())
+    key = (getattr(measure, "__module__", ""), getattr(measure, "__qualname__", ""), h.hexdigest())
+    if key not in _OF_REFERENCE:
+        if len(_OF_REFERENCE) > 16:
+            _OF_REFERENCE.clear()
+        _OF_REFERENCE[key] = measure(cases)
+    return _OF_REFERENCE[key]
 
 
 def ladder(low: float, high: float, step: float) -> np.ndarray:

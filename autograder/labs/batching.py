@@ -295,9 +295,13 @@ def capacity(cases, records) -> tuple[float, list[float], list[float], list[str]
     return cap_search.geometric_mean(caps), caps, lightest, problems
 
 
+def _reference_capacity(cases):
+    return capacity(cases, [simulate(reference_schedule, p, i) for p, i in cases])
+
+
 def assess(cases, records) -> Assessment:
     cap, caps, lightest, problems = capacity(cases, records)
-    ref, ref_caps, _, _ = capacity(cases, [simulate(reference_schedule, p, i) for p, i in cases])
+    ref, ref_caps, _, _ = cap_search.of_reference(cases, _reference_capacity)
     bound = f"{BOUND_S * 1e3:.0f} ms"
     lines = []
     for (params, _), c, r, light, problem in zip(cases, caps, ref_caps, lightest, problems):

@@ -422,9 +422,13 @@ def capacity(cases, records):
     return cap_search.geometric_mean(caps), per_case
 
 
+def _reference_capacity(cases):
+    return capacity(cases, [simulate(reference_schedule, p, i) for p, i in cases])
+
+
 def assess(cases, records) -> Assessment:
     cap, per_case = capacity(cases, records)
-    ref, ref_cases = capacity(cases, [simulate(reference_schedule, p, i) for p, i in cases])
+    ref, ref_cases = cap_search.of_reference(cases, _reference_capacity)
     lines = []
     for (params, _), (c, light, pre, problem), ref_case in zip(cases, per_case, ref_cases):
         where = f"trace {params['trace']}"
