@@ -107,6 +107,11 @@ def _grade_both(lab: str, tmp_path: Path) -> Path:
     return tmp_path / "out"
 
 
+def _feedback(out: Path, name: str, exercise: str) -> str:
+    tests = json.loads((out / name / "results.json").read_text())["tests"]
+    return "\n".join(t["output"] for t in tests if t["extra_data"]["exercise"] == exercise)[:3000]
+
+
 def _correctness(out: Path, name: str) -> dict[str, float]:
     tests = json.loads((out / name / "results.json").read_text())["tests"]
     return {t["extra_data"]["exercise"]: t["score"] for t in tests if t["extra_data"]["part"] == "correctness"}
@@ -120,7 +125,7 @@ def test_solution_full_correctness_and_student_zero(lab, tmp_path):
     student, solved = book["release"], _correctness(out, "solution")
     for ex in get_lab(lab).exercises:
         if GPU_MODE or not ex.gpu_only:
-            assert solved[ex.name] == ex.points, (ex.name, solved)
+            assert solved[ex.name] == ex.points, (ex.name, solved, _feedback(out, "solution", ex.name))
         assert float(student[ex.name]) == 0, (ex.name, student)
 
 
