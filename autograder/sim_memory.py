@@ -525,10 +525,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
             streams.settle(every=True)
             return
         rec = _rec(arr)
-        flats = range(element(rec, view, (0,) * view.ndim), element(rec, view, tuple(d - 1 for d in view.shape)) + 1) \
-            if view.size and (view.flags.c_contiguous or view.flags.f_contiguous) else \
-            [element(rec, view, idx) for idx in np.ndindex(*view.shape)]
-        streams.access(rec, flats, write, key, f"a copy {'to' if write else 'from'} the device")
+        streams.access(rec, _elements(rec, view), write, key, f"a copy {'to' if write else 'from'} the device")
 
     def _host(kind: str, what: str, stream: bool = False) -> None:
         """A host access, if the exercise allows it. ``stream``: a copy that may run on a stream (see
@@ -556,17 +553,25 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
         register(h, (view, rec))
         return h
 
-    def _mark_written(rec: Allocation, view: np.ndarray) -> None:
-        if rec.written is None or view.size == 0:
-            return
-        first = element(rec, view, (0,) * view.ndim)
-        last = element(rec, view, tuple(s - 1 for s in view.shape))
-        lo, hi = min(first, last), max(first, last)
+    def _elements(rec: Allocation, view: np.ndarray):
+        """The flat elements of the allocation that ``view`` covers (a range where it is contiguous)."""
+        if view.size == 0:
+            return range(0)
         if view.flags.c_contiguous or view.flags.f_contiguous:
-            rec.written[lo:hi + 1] = b"\1" * (hi - lo + 1)
+            first = element(rec, view, (0,) * view.ndim)
+            last = element(rec, view, tuple(s - 1 for s in view.shape))
+            return range(min(first, last), max(first, last) + 1)
+        return [element(rec, view, idx) for idx in np.ndindex(*view.shape)]
+
+    def _mark_written(rec: Allocation, view: np.ndarray) -> None:
+        if rec.written is None:
+            return
+        flats = _elements(rec, view)
+        if type(flats) is range:
+            rec.written[flats.start:flats.stop] = b"\1" * len(flats)
         else:
-            for idx in np.ndindex(*view.shape):
-                rec.written[element(rec, view, idx)] = 1
+            for flat in flats:
+                rec.written[flat] = 1
 
     # ------------------------------------------------------------------ a launch and its threads
     class Launch:
