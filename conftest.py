@@ -23,6 +23,9 @@ if not GPU:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     os.environ["TRITON_INTERPRET"] = "1"
 os.environ.setdefault("MPLBACKEND", "Agg")
+# NumPy's OpenBLAS on one thread in every process the tests start (notebook kernels, graders, judges):
+# parallel workers already fill the cores, and each import's helper threads spin for a tenth of a second.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
@@ -31,7 +34,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.g
 # one worker, so the fixture is built once. Other tests are spread one by one.
 # Largest first: they are handed out first, and the single tests fill in behind them.
 SHARED_FIXTURES = ("test_attacks", "test_autograder", "test_inflight_batching", "test_class", "test_policy_grading",
-                   "test_site", "test_handoff", "test_install", "test_slurm", "test_serving")
+                   "test_site", "test_handoff", "test_install", "test_custom_ops", "test_slurm", "test_serving")
 
 
 # test_attacks grades its kernel attacks in groups (a lab's attacks graded on the same exercises), each

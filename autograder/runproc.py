@@ -108,7 +108,10 @@ class RunnerProcess:
         self.sock = parent
         out_r, out_w = os.pipe()
         # Simulator mode: Numba's CUDA simulator, and Triton's interpreter for Triton kernels.
-        env_extra = {"NUMBA_ENABLE_CUDASIM": "1" if simulator else "0", "TRITON_INTERPRET": "1" if simulator else "0"}
+        # NumPy's OpenBLAS on one thread: its helper threads spin at import (a fifth of a simulated
+        # runner's start, on a core a parallel worker needs), and a runner times GPU kernels, not BLAS.
+        env_extra = {"NUMBA_ENABLE_CUDASIM": "1" if simulator else "0", "TRITON_INTERPRET": "1" if simulator else "0",
+                     "OPENBLAS_NUM_THREADS": "1"}
         self.tmp = None
         if self.sandboxed:
             argv = [sys.executable, sandbox.RUNNER_ARG, str(child.fileno()), sandbox.UID_ARG]
