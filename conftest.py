@@ -12,6 +12,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))  # the course packages, also without pip install -e
+# One thread for NumPy's OpenBLAS and torch's OpenMP in every process the tests start (notebook kernels,
+# graders, judges), set before either is imported: the parallel workers already fill the cores, and idle
+# helper threads spin (three torch-heavy chapters side by side: 59 s of CPU instead of 78).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from course.device import gpu_count, gpu_present  # noqa: E402
 
@@ -23,9 +28,6 @@ if not GPU:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     os.environ["TRITON_INTERPRET"] = "1"
 os.environ.setdefault("MPLBACKEND", "Agg")
-# NumPy's OpenBLAS on one thread in every process the tests start (notebook kernels, graders, judges):
-# parallel workers already fill the cores, and each import's helper threads spin for a tenth of a second.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
