@@ -48,10 +48,11 @@ def test_two_workers_grade_a_class_in_about_0_6_of_the_time_with_the_same_grades
     assert sorted(row["vector_add"] for row in gradebook(tmp_path / "out1").values()) == ["0"] * 36 + ["2"] * 12
     assert "48 submission(s) on 2 workers" in said[2] and "48/48" in said[2]
     assert not list((tmp_path / "out2").glob(".tmp-judge-*"))  # each worker's temporary folder is gone
-    # One worker already keeps 1.2 cores busy (a finished runner's teardown and its sandbox's namespaces
-    # overlap the next submission's start), so two on two cores reach about 0.6 of its time, no better:
-    # measured 0.59 to 0.63 here. The bound catches workers that wait for each other (near 1.0).
-    assert seconds[2] <= 0.66 * seconds[1], seconds
+    # Two workers on two cores: 0.50 to 0.60 of one worker's time here (median 0.54 over eight runs), once
+    # runners start NumPy's OpenBLAS on one thread (its helper thread spun on the second core). One worker's
+    # time varies most (29 to 37 s): it waits on every reply between judge and runner. The bound leaves
+    # that noise a little room and still catches workers that wait for each other (near 1.0).
+    assert seconds[2] <= 0.62 * seconds[1], seconds
 
 
 def test_a_relative_out_from_another_working_folder(tmp_path):
