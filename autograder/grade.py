@@ -47,7 +47,8 @@ def grade_submission(lab: Lab, path: Path, *, seed: int, simulator: bool, gpu: s
     # Read and checked in a process of its own, with its own time and memory limits: a file too
     # large or too deeply nested for the checks costs its own grade, not the grader's.
     checked = load_and_check_bounded(path, [e.name for e in lab.exercises],
-                                     {e.name: (e.forbidden, e.simulate is not None) for e in wanted})
+                                     {e.name: (e.forbidden, e.simulate is not None) for e in wanted},
+                                     setup=lab.grading_setup(simulator))
     src = checked.source
     results = [ExerciseResult(e.name, e.title, e.points, e.speed.points if e.speed else 0.0) for e in wanted]
     mode = "simulator" if simulator else "gpu"

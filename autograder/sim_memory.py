@@ -20,8 +20,9 @@ access is then checked as compute-sanitizer would on a GPU:
 
 - **races**: two threads touch one element, at least one writes without an atomic, and no
   barrier orders them (``cuda.syncthreads()`` for a block; ``cuda.syncwarp()`` within a warp;
-  threads of different blocks are never ordered, except in a launch that calls
-  ``cuda.threadfence()``, whose ordering is left to the programmer);
+  threads of different blocks are ordered only by a fence after the write, in the writing
+  thread or past a barrier that follows the write, then an atomic by the fencing thread, which
+  the reading thread, or its block before a barrier, follows with an atomic of its own);
 - **out of bounds**: an index outside the array, even where the code catches the error;
 - **uninitialised reads**: shared memory, or an array the learner allocated, read before any
   thread wrote that element.
@@ -581,18 +582,44 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
             self.block = tuple(int(v) for v in block)
             self.block_size = self.block[0] * self.block[1] * self.block[2]
             # Ordering across blocks, as a fence and an atomic give it (the last block of a reduction
-            # reads every block's partial sum): a clock that each fence and atomic advances; per block,
-            # its last publication (clock of an atomic after a fence, clock of that fence: the block's
-            # writes up to then are published) and its last atomic (what it has acquired); per thread,
-            # its last fence.
+            # reads every block's partial sum): a clock that each fence and atomic advances. A thread's
+            # fence then atomic publishes what that thread wrote before the fence, and what its block
+            # wrote before a barrier the fence came after; an atomic acquires for its own thread, and for
+            # its block after the next barrier. So, per thread: its last fence, its publications
+            # (fence clock, atomic clock) and its last atomic; per block and barrier phase: the first
+            # publication's atomic clock, and the last atomic (Phased).
             self.clock = 0
             self.stream = None  # its stream's key (None: the default stream)
-            self.published: dict[int, tuple] = {}
-            self.acquired: dict[int, int] = {}
             self.fences: dict[int, int] = {}
+            self.own_published: dict[int, list] = {}
+            self.own_acquired: dict[int, int] = {}
+            self.block_published: dict[int, dict] = {}
+            self.block_acquired: dict[int, Phased] = {}
             self.states: dict[int, dict] = {}  # id(allocation or per-block shared record) -> element -> state
             self.shared: dict = {}  # (block, site) -> its KernelArray
             self.alive = True
+
+    class Phased:
+        """A block's atomics by barrier phase: the latest clock in the current phase, and the latest in
+        every phase before it (what a thread past the next barrier has acquired)."""
+        __slots__ = ("phase", "now", "before")
+
+        def __init__(self) -> None:
+            self.phase, self.now, self.before = 0, -1, -1
+
+        def add(self, phase: int, clock: int) -> None:
+            if phase > self.phase:
+                self.phase, self.before, self.now = phase, max(self.before, self.now), clock
+            elif phase == self.phase:
+                self.now = max(self.now, clock)
+            else:
+                self.before = max(self.before, clock)
+
+        def seen_by(self, phase: int) -> int:
+            return max(self.before, self.now) if phase > self.phase else self.before
+
+    def phase_of(key: int) -> int:
+        return (key >> 22) & 0xFFFF
 
     def who(launch):
         """(global thread id, ordering key, thread) of the simulated thread running now, or None."""
@@ -618,32 +645,47 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
             return False
         return (a >> 16) & 0x3F != (b >> 16) & 0x3F or a & 0xFFFF == b & 0xFFFF
 
-    def ordered(launch, first_g: int, first_time: int, first_atomic: bool, then_g: int) -> bool:
+    def ordered(launch, first_g: int, first_time: int, first_atomic: bool, first_key: int, then_g: int,
+                then_key: int) -> bool:
         """Whether an access by thread ``first_g`` of another block (at ``first_time`` on the launch's
         clock; an atomic's time is its own tick) comes before thread ``then_g``'s: an atomic comes
-        before what a block does after an atomic of its own that followed it; a plain access, where its
-        block published it (a fence, then an atomic) and the other block acquired that (an atomic later)."""
+        before what a thread does after an atomic that followed it (its own, or its block's before a
+        barrier); a plain access, where it was published (a fence after it, by its thread or past a
+        barrier of its block, then an atomic by the fencing thread) and the other thread acquired that."""
         size = launch.block_size
         if first_g // size == then_g // size:
             return False
-        seen = launch.acquired.get(then_g // size, -1)
+        block_seen = launch.block_acquired.get(then_g // size)
+        seen = max(launch.own_acquired.get(then_g, -1),
+                   block_seen.seen_by(phase_of(then_key)) if block_seen is not None else -1)
         if first_atomic:
             return seen > first_time
-        pub = launch.published.get(first_g // size)
-        return pub is not None and first_time <= pub[1] and seen >= pub[0]
+        # the earliest publication of the access: its own thread's first fence after it, or any
+        # thread's of its block in a later barrier phase
+        pubs = [a for f, a in launch.own_published.get(first_g, ()) if f >= first_time]
+        phase = phase_of(first_key)
+        pubs += [a for p, a in launch.block_published.get(first_g // size, {}).items() if p > phase]
+        return bool(pubs) and seen >= min(pubs)
 
-    def tick(launch, g: int, kind: str) -> None:
-        """A fence ('f') or an atomic ('a') of thread ``g``: the launch's clock advances."""
+    def tick(launch, g: int, key: int, kind: str) -> None:
+        """A fence ('f') or an atomic ('a') of thread ``g`` (ordering key ``key``): the launch's clock
+        advances."""
         with atomic_lock:
             launch.clock += 1
             if kind == "f":
-                launch.fences[g] = launch.clock - 1
+                launch.fences[g] = (launch.clock - 1, phase_of(key))
                 return
             block = g // launch.block_size
-            launch.acquired[block] = launch.clock
-            fence = launch.fences.get(g)
+            launch.own_acquired[g] = launch.clock
+            launch.block_acquired.setdefault(block, Phased()).add(phase_of(key), launch.clock)
+            fence = launch.fences.pop(g, None)  # a fence publishes once: with the atomic that follows it
             if fence is not None:
-                launch.published[block] = (launch.clock, fence)
+                own = launch.own_published.setdefault(g, [])
+                own.append((fence[0], launch.clock))
+                if len(own) > 64:  # a loop of publications: the latest serve every earlier write too
+                    del own[0]
+                # the block's writes before the fence's barrier phase: the phase's first publication
+                launch.block_published.setdefault(block, {}).setdefault(fence[1], launch.clock)
 
     def thread_words(launch, g: int) -> str:
         block, tid = divmod(g, launch.block_size)
@@ -672,7 +714,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
         if kind == "r":
             # a plain read beside another thread's atomic update races as a plain write would
             if w_g >= 0 and w_g != g and concurrent(launch, key, w_key) and not ordered(launch, w_g, w_time,
-                                                                                       w_atomic, g):
+                                                                                       w_atomic, w_key, g, key):
                 race(launch, rec, flat, g, line, "read", w_g, w_line, "updated atomically" if w_atomic else "wrote")
             if s[5] < 0 or s[5] == g or not concurrent(launch, key, s[6]):
                 s[5], s[6], s[7], s[8] = g, key, line, now
@@ -681,24 +723,24 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
             return
         atomic = kind == "a"
         if w_g >= 0 and w_g != g and not (atomic and w_atomic) and concurrent(launch, key, w_key) \
-                and not ordered(launch, w_g, w_time, w_atomic, g):
+                and not ordered(launch, w_g, w_time, w_atomic, w_key, g, key):
             race(launch, rec, flat, g, line, "wrote" if not atomic else "updated atomically", w_g, w_line,
                  "wrote" if not w_atomic else "updated atomically")
         for r in (5, 9):
             if s[r] >= 0 and s[r] != g and concurrent(launch, key, s[r + 1]) \
-                    and not ordered(launch, s[r], s[r + 3], False, g):
+                    and not ordered(launch, s[r], s[r + 3], False, s[r + 1], g, key):
                 race(launch, rec, flat, g, line, "wrote" if not atomic else "updated atomically", s[r], s[r + 2],
                      "read")
         if atomic:
-            tick(launch, g, "a")
+            tick(launch, g, key, "a")
         s[0], s[1], s[2], s[3], s[4] = g, key, line, atomic, launch.clock if atomic else now
         s[5] = s[9] = -1
 
     def race(launch, rec, flat, g, line, did, other, other_line, other_did) -> None:
         same = g // launch.block_size == other // launch.block_size
         fix = ("separate the accesses with cuda.syncthreads(), or use cuda.atomic" if same else
-               "threads of different blocks are never ordered within a launch (a fence orders no two writes): use "
-               "cuda.atomic, or a second launch")
+               "threads of different blocks are never ordered within a launch but by a fence after the write, in "
+               "its thread or past a barrier, then atomics on both sides: use cuda.atomic, or a second launch")
         fault(f"a data race on {rec.name} in kernel '{launch.name}': {thread_words(launch, g)} {did} element {flat} "
               f"at line {line}, and {thread_words(launch, other)} {other_did} it at line {other_line}, with nothing "
               f"ordering the two ({fix}). On a GPU the result would depend on timing.")
@@ -1137,7 +1179,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
         if launch is not None:
             me = who(launch)
             if me is not None:
-                tick(launch, me[0], "f")
+                tick(launch, me[0], me[1], "f")
         return stock_fence(self)
 
     kernelapi.FakeCUDAModule.threadfence = threadfence

@@ -195,7 +195,7 @@ class Lab:
 
 # Forbidden-name lists the labs share (patterns for Exercise.forbidden). Scalar constructors
 # stay allowed: np.int32(n) as a kernel argument is fine; array maths on the host is not.
-SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.float32", "!numpy.float64")
+SCALARS = ("!numpy.int32", "!numpy.int64", "!numpy.uint32", "!numpy.uint64", "!numpy.float32", "!numpy.float64")
 NO_HOST_MATH = ("numpy.*", "cupy.*", "torch.*", "*.copy_to_host", "*.copy_to_device",
                 "numba.cuda.to_device") + SCALARS
 # Triton exercises: the arrays are torch tensors and the work is the Triton kernel's. torch's

@@ -417,6 +417,13 @@ def _aliases(tree: ast.AST) -> dict[str, str | None]:
     return names
 
 
+def setup_aliases(setup: str) -> dict[str, str | None]:
+    """The names a lab's set-up code imports (``cuda`` for ``from numba import cuda``): an answer that
+    uses them without an import of its own is read through them, as it runs."""
+    tree = _parse(setup) if setup else None
+    return {} if tree is None else _aliases(tree)
+
+
 def _dotted(node: ast.AST) -> str | None:
     parts = []
     while isinstance(node, ast.Attribute):
@@ -533,18 +540,24 @@ class Program:
     in one walk: the checks stay linear in the size of the code. ``labels``: the cell of each
     top-level statement (by id), for messages."""
 
-    def __init__(self, tree: ast.Module, labels: dict[int, str] | None = None) -> None:
+    def __init__(self, tree: ast.Module, labels: dict[int, str] | None = None, setup: str = "") -> None:
         self.tree, self.labels = tree, labels or {}
+        self.preset = setup_aliases(setup)  # names the lab's set-up binds before this code runs
 
     @classmethod
-    def of(cls, code: str | ast.Module | Program) -> Program | None:
-        """A Program for code given as text, a tree or a Program; None for text that does not parse."""
+    def of(cls, code: str | ast.Module | Program, setup: str = "") -> Program | None:
+        """A Program for code given as text, a tree or a Program; None for text that does not parse.
+        ``setup``: the code the grader runs first (the lab's set-up), whose imports the code may use
+        without importing them itself."""
         if isinstance(code, Program):
+            if setup:
+                code.preset = setup_aliases(setup)
+                code.__dict__.pop("aliases", None)
             return code
         if isinstance(code, ast.Module):
-            return cls(code)
+            return cls(code, setup=setup)
         tree = _parse(code)
-        return None if tree is None else cls(tree)
+        return None if tree is None else cls(tree, setup=setup)
 
     @cached_property
     def defs(self) -> dict[str, list[ast.AST]]:
@@ -552,7 +565,7 @@ class Program:
 
     @cached_property
     def aliases(self) -> dict[str, str | None]:
-        return _aliases(self.tree)
+        return self.preset | _aliases(self.tree)  # the code's own imports win
 
     @cached_property
     def bound(self) -> Counter:
@@ -653,11 +666,12 @@ def _forbidden(name: str, deny: list[str], allow: list[str]) -> bool:
     return hit and not any(fnmatch.fnmatch(name, ok) for ok in allow)
 
 
-def forbidden_uses(code: str | ast.Module | Program, function: str, patterns) -> list[str]:
-    """Dotted names in the function (and what it calls) that match a forbidden pattern."""
+def forbidden_uses(code: str | ast.Module | Program, function: str, patterns, setup: str = "") -> list[str]:
+    """Dotted names in the function (and what it calls) that match a forbidden pattern; ``setup``:
+    the lab's set-up code, whose imports the code may use unimported."""
     if not patterns:
         return []
-    prog = Program.of(code)
+    prog = Program.of(code, setup)
     if prog is None:
         return []  # reported when the code is run
     deny = [p for p in patterns if not p.startswith("!")]
@@ -772,12 +786,13 @@ def _construct_problems(node: ast.AST, prog: Program, match_args_ok: set[int]) -
     return [f for f in found if f]
 
 
-def static_problems(code: str | ast.Module | Program, function: str, patterns, policy: bool = False) -> list[str]:
+def static_problems(code: str | ast.Module | Program, function: str, patterns, policy: bool = False,
+                    setup: str = "") -> list[str]:
     """Dynamic constructs in the code an exercise runs, for exercises that forbid calls: in the
     function and what it reaches, and in what runs when the code is loaded."""
     if not patterns or policy:
         return []
-    prog = Program.of(code)
+    prog = Program.of(code, setup)
     if prog is None:
         return []
     scopes = {id(s): (s, s) for s in prog.reachable(function)}
@@ -800,11 +815,11 @@ def _listed(items: list[str]) -> str:
     return ", ".join(items[:MAX_LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
-def static_verdicts(src: Source, rules: dict[str, tuple]) -> dict[str, tuple[str, str]]:
+def static_verdicts(src: Source, rules: dict[str, tuple], setup: str = "") -> dict[str, tuple[str, str]]:
     """Per exercise (``rules``: name -> (forbidden patterns, policy)), why the static checks refuse
     its code, as (reason code, message); exercises whose own cell does not parse are left to the
-    runner, which reports the line."""
-    prog = src.program or Program.of(src.code)
+    runner, which reports the line. ``setup``: the lab's set-up code, run before the answer."""
+    prog = Program.of(src.program or src.code, setup)
     if prog is None:
         return {}
     verdicts = {}
@@ -829,13 +844,13 @@ class Checked:
     static: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
-def load_and_check(path: Path, exercises, rules: dict[str, tuple]) -> Checked:
+def load_and_check(path: Path, exercises, rules: dict[str, tuple], setup: str = "") -> Checked:
     """``load`` and ``static_verdicts``, in this process and without limits (see the bounded one)."""
     src = load(path, exercises)
     if src.problem:
         return Checked(src)
     try:
-        return Checked(src, static_verdicts(src, rules))
+        return Checked(src, static_verdicts(src, rules, setup))
     except RecursionError:
         return Checked(Source("", src.filename, {}, too_deep(src.filename, "the static checks gave up on it")))
     except MemoryError:
@@ -852,15 +867,16 @@ _CHILD = ("import importlib.util, sys\n"
           "module.child_main()\n")
 
 
-def load_and_check_bounded(path: Path, exercises, rules: dict[str, tuple], *, seconds: float = CHECK_SECONDS,
-                           memory_bytes: int = CHECK_MEMORY_BYTES) -> Checked:
+def load_and_check_bounded(path: Path, exercises, rules: dict[str, tuple], *, setup: str = "",
+                           seconds: float = CHECK_SECONDS, memory_bytes: int = CHECK_MEMORY_BYTES) -> Checked:
     """``load_and_check`` in a process of its own, limited to ``seconds`` (wall clock and CPU) and
     ``memory_bytes`` of address space: whatever the file holds, the grader's own process spends
     neither time nor memory on it, and Python's parser failing on it (even by crashing) costs this
     submission alone. A file over the limits is a Checked whose source has a problem."""
     path = Path(path)
     request = {"path": os.path.abspath(path), "exercises": list(exercises), "seconds": seconds, "memory": memory_bytes,
-               "rules": {name: [list(patterns), bool(policy)] for name, (patterns, policy) in rules.items()}}
+               "rules": {name: [list(patterns), bool(policy)] for name, (patterns, policy) in rules.items()},
+               "setup": setup}
     cmd = [sys.executable, "-I", "-S", "-X", "utf8", "-c", _CHILD, str(Path(__file__).resolve())]
     try:
         proc = subprocess.run(cmd, input=json.dumps(request).encode(), capture_output=True, timeout=seconds,
@@ -913,7 +929,7 @@ def child_main() -> None:
     limit(resource.RLIMIT_CORE, 0, 0)
     rules = {name: (tuple(patterns), policy) for name, (patterns, policy) in request["rules"].items()}
     try:
-        checked = load_and_check(Path(request["path"]), request["exercises"], rules)
+        checked = load_and_check(Path(request["path"]), request["exercises"], rules, str(request.get("setup", "")))
         reply = json.dumps({"source": checked.source.as_json(), "static": checked.static}).encode()
     except MemoryError:
         sys.exit(OUT_OF_MEMORY)

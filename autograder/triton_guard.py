@@ -16,6 +16,10 @@ Each of these is a way around the kernel, so ``install()`` closes them once per 
   atomic touches (in the lanes its mask lets through) must lie inside a tensor the launch was
   given. An access outside them (one element past the end under a mask of ``<=``, say) is a
   fault, kept (``problem()``) and raised before the memory is touched.
+- **Programs race as on a GPU.** The interpreter runs a launch's programs one after another; a
+  GPU runs them side by side. An element one program writes and another reads or writes, with
+  no atomic of each between them (the first's after its access, the second's before its own), is
+  a race (``Races``): a split-K sum stored with plain loads and stores is one.
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
     getattr = builtins.getattr  # noqa: A001 - as it is now: the guards may later put a stand-in in builtins
 
     found: list[str] = []
-    launches: list[dict] = []  # a stack: the running launch's {"name", "ranges"}
+    launches: list[dict] = []  # a stack: the running launch's {"name", "ranges", "races"}
 
     faults = [0]  # how many fault() calls there have been (found keeps the first few)
 
@@ -152,6 +156,14 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
         for lo, hi, _ in (launch["ranges"] if launch else ()):
             inside |= (addrs >= lo) & (addrs + np.uint64(size) <= hi)
         if inside.all():
+            if launch is not None:
+                race = launch["races"].access(addrs, verb, ti.interpreter_builder.grid_idx)
+                if race:
+                    line = learner_line()
+                    fault(f"a data race in kernel '{launch['name']}' at line {line}: {race}. On a GPU the programs "
+                          "run side by side and the result would depend on timing (use tl.atomic_add, or a second "
+                          "launch)")
+                    raise RuntimeError(f"data race at line {line}: {race}")
             return
         bad = int(addrs[~inside][0])
         where = _nearest(bad, size, launch["ranges"] if launch else [])
@@ -169,7 +181,7 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
         ranges = []
         for name, value in [*zip(names, args), *kwargs.items()]:
             _ranges(value, name, ranges)
-        launches.append({"name": getattr(self.fn, "__name__", "kernel"), "ranges": ranges})
+        launches.append({"name": getattr(self.fn, "__name__", "kernel"), "ranges": ranges, "races": Races(ranges)})
         try:
             return stock_call(self, *args, **kwargs)
         finally:
@@ -230,6 +242,73 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
             return out
 
     return Guard
+
+
+class Races:
+    """Which program of a launch last wrote, and last read, each byte of its tensors, and when (a clock
+    that each atomic advances); per program, the clocks of its atomics. Programs of one launch are
+    unordered except by atomics: one's access comes before another's if the first program made an
+    atomic after it and the second one later, before its own access. (An element is known by its
+    first byte: accesses of one type meet there.)"""
+
+    def __init__(self, ranges) -> None:
+        self.ranges = [(int(lo), int(hi), name) for lo, hi, name in ranges]
+        self.maps: dict[int, dict] = {}  # range index -> arrays by byte: writer, written, atomic, reader, read
+        self.clock = 0
+        self.programs: list[tuple] = []  # index -> grid point
+        self.index: dict[tuple, int] = {}
+        self.atomics: dict[int, list] = {}  # program index -> clocks of its atomics
+
+    def _arrays(self, i: int) -> dict:
+        if i not in self.maps:
+            n = self.ranges[i][1] - self.ranges[i][0]
+            self.maps[i] = {"writer": np.full(n, -1, np.int32), "written": np.zeros(n, np.int32),
+                            "atomic": np.zeros(n, bool), "reader": np.full(n, -1, np.int32),
+                            "read": np.zeros(n, np.int32)}
+        return self.maps[i]
+
+    def _ordered(self, first: int, at: int, then: int) -> bool:
+        import bisect
+
+        mine = self.atomics.get(first, [])
+        k = bisect.bisect_left(mine, at + 1)  # the first program's first atomic after its access
+        theirs = self.atomics.get(then, [])
+        return k < len(mine) and bool(theirs) and theirs[-1] > mine[k]
+
+    def access(self, addrs, verb: str, program) -> str:
+        """Record one load ('reads'), store ('writes') or atomic ('updates'); '' or the race in words."""
+        program = tuple(int(v) for v in program)
+        me = self.index.setdefault(program, len(self.programs))
+        if me == len(self.programs):
+            self.programs.append(program)
+        atomic = verb == "updates"
+        if atomic:
+            self.clock += 1
+            self.atomics.setdefault(me, []).append(self.clock)
+        for i, (lo, hi, name) in enumerate(self.ranges):
+            sel = addrs[(addrs >= np.uint64(lo)) & (addrs < np.uint64(hi))]
+            if sel.size == 0:
+                continue
+            off = (sel - np.uint64(lo)).astype(np.int64)
+            m = self._arrays(i)
+            w, r = m["writer"][off], m["reader"][off]
+            # a read meets another program's write (a plain read, an atomic update too); a write meets
+            # another program's write or read; two atomics never race
+            clash = (w >= 0) & (w != me) & ~(m["atomic"][off] & atomic)
+            if verb != "reads":
+                clash |= (r >= 0) & (r != me)
+            for j in np.flatnonzero(clash)[:8]:
+                o, wrote = off[j], w[j] >= 0 and w[j] != me
+                other, at = (int(w[j]), int(m["written"][o])) if wrote else (int(r[j]), int(m["read"][o]))
+                if not self._ordered(other, at, me):
+                    return (f"program {program} {verb} byte {o} of {name}, which program {self.programs[other]} "
+                            f"{'wrote' if wrote else 'read'} with nothing ordering the two")
+            if verb == "reads":
+                m["reader"][off], m["read"][off] = me, self.clock
+            else:
+                m["writer"][off], m["written"][off], m["atomic"][off] = me, self.clock, atomic
+                m["reader"][off] = -1
+        return ""
 
 
 def _front_end(raw, args, kwargs, cache: dict) -> str:

@@ -447,3 +447,16 @@ def test_old_mac_line_endings_are_read_as_the_parser_reads_them(tmp_path):
     src = load(path, NAMES)
     assert not src.problem and src.ignored == ["sub.py: check(vector_add)"]
     compile(src.cells[0].code, "sub.py", "exec")
+
+
+def test_names_the_labs_set_up_imports_are_read_through_it():
+    """An answer may use `cuda` unimported (the lab's set-up cell binds it): its forbidden calls are still
+    forbidden, in batch grading and in check() alike."""
+    code = "@cuda.jit\ndef k(x, s):\n    cuda.atomic.add(s, 0, x[cuda.grid(1)])\n\ndef f(x, s):\n    k[1, 32](x, s)\n"
+    lab = get_lab("reduction")
+    patterns = lab.exercise("block_sums").forbidden
+    uses_of = forbidden_uses(code, "f", patterns, lab.grading_setup(True))  # read through the set-up
+    assert any(u.startswith("numba.cuda.atomic.add") for u in uses_of), uses_of
+    assert forbidden_uses(code, "f", patterns) == [], "without the set-up the name stays unresolved"
+    own = "import numpy as cuda\n" + code  # the answer's own import wins over the set-up's
+    assert not any(u.startswith("numba.cuda") for u in forbidden_uses(own, "f", patterns, lab.grading_setup(True)))

@@ -92,6 +92,14 @@ def test_an_honest_triton_kernel_passes(triton_walls):
     assert triton_walls["honest_copy"] == "ok: 28.0", triton_walls["honest_copy"]
 
 
+def test_programs_that_share_an_element_race_unless_atomic(triton_walls):
+    """The interpreter runs programs one after another; a GPU runs them side by side: a plain load and
+    store of one element by two programs is a race, two atomic adds are not."""
+    assert "fault: a data race in kernel 'k' at line 6: program (1, 0, 0) reads byte 0 of 'o_ptr', which program " \
+           "(0, 0, 0) wrote" in triton_walls["programs_race"], triton_walls["programs_race"]
+    assert triton_walls["programs_add_atomically"] == "ok: 28.0", triton_walls["programs_add_atomically"]
+
+
 def test_the_libraries_the_grader_checks_with_are_sealed():
     """The modules torch.library.opcheck and its kin run are recorded when learner code starts: any
     change the learner makes (an attribute set, setattr by another name, a deletion, a module swapped

@@ -271,6 +271,24 @@ TRITON = {
             tl.store(o_ptr + offs, v, mask=offs < n)
         k[(1,)](x, out, 8)
     """,
+    "programs_race": """
+        @triton.jit
+        def k(x_ptr, o_ptr):
+            p = tl.program_id(0)
+            offs = tl.arange(0, 4) + 4 * p
+            total = tl.load(o_ptr) + tl.sum(tl.load(x_ptr + offs))
+            tl.store(o_ptr, total)
+        k[(2,)](x, out)
+    """,
+    "programs_add_atomically": """
+        @triton.jit
+        def k(x_ptr, o_ptr):
+            p = tl.program_id(0)
+            offs = tl.arange(0, 4) + 4 * p
+            tl.atomic_add(o_ptr, tl.sum(tl.load(x_ptr + offs)))
+        k[(2,)](x, out)
+        result = float(out[0])
+    """,
     "honest_copy": """
         @triton.jit
         def k(x_ptr, o_ptr, n):

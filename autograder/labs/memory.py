@@ -8,10 +8,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..spec import CUPY_ARRAY_COPIES, Exercise, Lab, Out, Speed, awkward_1d, uniform
-from ..spec import NO_HOST_MATH as SPEC_NO_HOST_MATH, SCALARS as SPEC_SCALARS
-
-SCALARS = SPEC_SCALARS + ("!numpy.uint64",)  # addresses as kernel arguments
-NO_HOST_MATH = SPEC_NO_HOST_MATH + ("!numpy.uint64",)
+from ..spec import NO_HOST_MATH, SCALARS  # SCALARS has numpy.uint64: addresses as kernel arguments
 # CuPy's runtime bindings (cupy.cuda.runtime.malloc, memcpy, free, ...) and raw kernels are
 # allowed; CuPy array maths and the array methods that copy are not.
 CUPY_RAW_ONLY = ("cupy.*", "!cupy.cuda", "!cupy.cuda.*", "numpy.*", "torch.*") + CUPY_ARRAY_COPIES + SCALARS
