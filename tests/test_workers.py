@@ -48,7 +48,7 @@ def test_two_workers_grade_a_class_in_about_0_6_of_the_time_with_the_same_grades
     assert sorted(row["vector_add"] for row in gradebook(tmp_path / "out1").values()) == ["0"] * 36 + ["2"] * 12
     assert "48 submission(s) on 2 workers" in said[2] and "48/48" in said[2]
     assert not list((tmp_path / "out2").glob(".tmp-judge-*"))  # each worker's temporary folder is gone
-    # Two workers on two cores: 0.50 to 0.60 of one worker's time here (median 0.54 over eight runs), once
+    # Two workers on two cores: 0.50 to 0.60 of one worker's time here (median 0.54 over seven runs), once
     # runners start NumPy's OpenBLAS on one thread (its helper thread spun on the second core). One worker's
     # time varies most (29 to 37 s): it waits on every reply between judge and runner. The bound leaves
     # that noise a little room and still catches workers that wait for each other (near 1.0).
