@@ -708,7 +708,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
         states = launch.states.setdefault(state_key, {})
         s = states.get(flat)
         if s is None:  # the last write (thread, key, line, atomic, time), then two readers (thread, key, line, time)
-            s = states[flat] = [-1, 0, 0, False, 0, -1, 0, 0, 0, -1, 0, 0, 0]
+            s = states.setdefault(flat, [-1, 0, 0, False, 0, -1, 0, 0, 0, -1, 0, 0, 0])  # threads side by side
         now = launch.clock
         w_g, w_key, w_line, w_atomic, w_time = s[0], s[1], s[2], s[3], s[4]
         if kind == "r":
@@ -1084,13 +1084,13 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
                 block = b.x + launch.grid[0] * (b.y + launch.grid[1] * b.z)
                 key = (block, site)
                 arr = launch.shared.get(key)
-                if arr is None:
+                if arr is None:  # the block's threads run side by side: the first one's setdefault wins
                     rec = launch.shared.get((block, "dynamic bytes"))
                     if rec is None:
-                        rec = launch.shared[(block, "dynamic bytes")] = Allocation(
+                        rec = launch.shared.setdefault((block, "dynamic bytes"), Allocation(
                             np.frombuffer(self._dynshared.data, dtype=np.uint8), "dynamic shared memory", "shared",
-                            False)
-                    arr = launch.shared[key] = kernel_view(launch, base, rec, id(rec))
+                            False))
+                    arr = launch.shared.setdefault(key, kernel_view(launch, base, rec, id(rec)))
                 return arr
         else:
             # one array per call of cuda.shared.array in the code (two on one line are two arrays)
@@ -1105,9 +1105,12 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
         key = (b.x + launch.grid[0] * (b.y + launch.grid[1] * b.z), site)
         arr = launch.shared.get(key)
         if arr is None:
+            # The block's threads run side by side and may all find no array: one setdefault wins, and
+            # every thread gets its array (two threads with arrays of their own saw each other's writes
+            # as missing, under load: a flag thread 0 wrote read as uninitialised)
             name = "dynamic shared memory" if shape == 0 else f"the shared array of line {caller.f_lineno}"
             rec = Allocation(base.reshape(-1), name, "shared", False)
-            arr = launch.shared[key] = kernel_view(launch, base, rec, id(rec))
+            arr = launch.shared.setdefault(key, kernel_view(launch, base, rec, id(rec)))
         return arr
 
     def local_array(self, shape, dtype, alignment=None):
