@@ -23,6 +23,8 @@ Each of these is a way around the kernel, so ``install()`` closes them once per 
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 
@@ -268,8 +270,6 @@ class Races:
         return self.maps[i]
 
     def _ordered(self, first: int, at: int, then: int) -> bool:
-        import bisect
-
         mine = self.atomics.get(first, [])
         k = bisect.bisect_left(mine, at + 1)  # the first program's first atomic after its access
         theirs = self.atomics.get(then, [])
