@@ -8,17 +8,27 @@ With a GPU (or GPUs, for ``%%gpu --gpus 2 ...``) the cell body runs as if the li
 there, and its errors are the cell's errors. Without one it prints a single line saying what
 the cell shows on a GPU and where its stored output from a GPU run can be read. The skip is in
 the notebook itself, so Run All works the same in Jupyter, JupyterLab, Colab, nbclient and nbval.
+
+The link names the page and the cell: ``page.html#gpu-<hash>``. The anchor is a hash of the
+cell's own text, so the kernel computes it in any front end (Colab never tells the kernel which
+notebook runs). The site puts the same id on the cell (_ext/gpu_anchors.py), and
+``gpu_outputs.json``, beside this file, says which page holds each anchor's stored output:
+``python -m course.gpu_cells`` rewrites it from the notebooks.
 """
 from __future__ import annotations
 
 import ast
+import functools
+import hashlib
+import json
 import linecache
 import os
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 SITE_URL = "https://open-gpu-course.github.io/gpu-course/"
 USAGE = "%%gpu [--gpus N] what the cell shows on a GPU"
+INDEX = Path(__file__).with_name("gpu_outputs.json")  # anchor -> page with the cell's stored output
 
 
 def parse_line(line: str) -> tuple[int, str]:
@@ -45,17 +55,72 @@ def page_url(notebook: str | None) -> str:
     return SITE_URL + str(rel.with_suffix(".html"))
 
 
+def split_source(source: str) -> tuple[str, str] | None:
+    """(the magic's line, the body) of a ``%%gpu`` cell's source, as IPython hands them to the magic;
+    None for any other cell."""
+    first, _, body = source.partition("\n")
+    m = re.fullmatch(r"%%gpu(?:\s+(.*))?", first.rstrip())
+    return (m.group(1) or "", body) if m else None
+
+
+def anchor(line: str, body: str) -> str:
+    """The cell's id on the site, from its text alone. Whitespace at the ends does not count:
+    IPython adds a newline to the body, and the line's spacing may vary."""
+    text = " ".join(line.split()) + "\n" + body.replace("\r\n", "\n").rstrip()
+    return "gpu-" + hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+@functools.lru_cache(maxsize=1)
+def _pages() -> dict[str, str]:
+    return json.loads(INDEX.read_text(encoding="utf-8")) if INDEX.exists() else {}
+
+
+def output_url(line: str, body: str, notebook: str | None = None) -> str:
+    """Where this cell's stored GPU output is: its page and the cell's anchor. A cell the learner
+    edited has an anchor of its own, not on the site: then the notebook's page, where known."""
+    cell = anchor(line, body)
+    page = _pages().get(cell)
+    return f"{SITE_URL}{page}.html#{cell}" if page else page_url(notebook)
+
+
+def build_index(root: Path | None = None) -> dict[str, str]:
+    """Anchor -> page, for every ``%%gpu`` cell of the pages that store GPU outputs (chapters and
+    lab solutions; a student lab's cells are its solution's, so they find the solution's page)."""
+    from .notebooks import ROOT, _source, executed_notebooks, read
+
+    root = Path(root or ROOT)
+    index: dict[str, str] = {}
+    for path in executed_notebooks(root):
+        page = path.relative_to(root).with_suffix("").as_posix()
+        for cell in read(path)["cells"]:
+            parts = split_source(_source(cell)) if cell["cell_type"] == "code" else None
+            if parts is None:
+                continue
+            key = anchor(*parts)
+            if key in index:  # one link could lead to only one of them
+                raise ValueError(f"{page} and {index[key]} have a %%gpu cell with the same text ({key}): "
+                                 "make its line say how they differ")
+            index[key] = page
+    return dict(sorted(index.items()))
+
+
+def write_index(root: Path | None = None) -> Path:
+    INDEX.write_text(json.dumps(build_index(root), indent=0) + "\n", encoding="utf-8")
+    _pages.cache_clear()
+    return INDEX
+
+
 def _notebook_path(shell) -> str | None:
     """The running notebook's path where the front end tells the kernel (JupyterLab does; Colab does not)."""
     return shell.user_ns.get("__session__") or os.environ.get("JPY_SESSION_NAME") or None
 
 
-def skip_message(gpus_needed: int, what: str, gpus_here: int, notebook: str | None) -> str:
+def skip_message(gpus_needed: int, what: str, gpus_here: int, url: str) -> str:
     need = "a GPU" if gpus_needed == 1 else f"{gpus_needed} GPUs"
     here = "none here" if gpus_here == 0 else f"{gpus_here} here"
     shows = f": {what}" if what else ""
     return f"Skipped, needs {need} ({here}). On a GPU this cell shows{shows or ' its result'}; " \
-           f"its output from a GPU run is on {page_url(notebook)}"
+           f"its output from a GPU run is on {url}"
 
 
 def run_body(shell, body: str):
@@ -91,7 +156,8 @@ def gpu_magic(line: str, cell: str):
     gpus_needed, what = parse_line(line)
     gpus_here = device.gpu_count() if device.MODE == "gpu" else 0
     if gpus_here < gpus_needed:
-        print(skip_message(gpus_needed, what, gpus_here, _notebook_path(shell)))
+        url = output_url(line, cell, _notebook_path(shell))
+        print(skip_message(gpus_needed, what, gpus_here, url))
         return None
     return run_body(shell, cell)
 
@@ -107,3 +173,7 @@ def register() -> bool:
         return False
     shell.register_magic_function(gpu_magic, magic_kind="cell", magic_name="gpu")
     return True
+
+
+if __name__ == "__main__":
+    print(f"wrote {write_index()}")

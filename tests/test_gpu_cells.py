@@ -1,10 +1,16 @@
 """The %%gpu cell magic skips a cell without a GPU and is invisible with one; the memory cap holds."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from course import device, gpu_cells
-from course.gpu_cells import SITE_URL, page_url, parse_line, skip_message
+from course.gpu_cells import (INDEX, SITE_URL, anchor, build_index, output_url, page_url, parse_line,
+                              skip_message, split_source)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -39,9 +45,69 @@ def test_page_url_points_at_the_page_with_stored_outputs():
 
 
 def test_skip_message_is_one_line_that_says_what_and_where():
-    msg = skip_message(2, "all-reduce bus bandwidth", 1, "chapters/16_collectives.ipynb")
+    msg = skip_message(2, "all-reduce bus bandwidth", 1, SITE_URL + "chapters/16_collectives.html#gpu-0123456789")
     assert "\n" not in msg and "needs 2 GPUs (1 here)" in msg and "all-reduce bus bandwidth" in msg
-    assert msg.endswith("chapters/16_collectives.html")
+    assert msg.endswith("chapters/16_collectives.html#gpu-0123456789")
+
+
+def gpu_cell(notebook: str, starts: str) -> str:
+    """The source of the %%gpu cell of a notebook whose line starts so."""
+    cells = json.loads((ROOT / notebook).read_text(encoding="utf-8"))["cells"]
+    found = ["".join(c["source"]) for c in cells if "".join(c["source"]).startswith(f"%%gpu {starts}")]
+    assert len(found) == 1, f"{notebook}: {len(found)} %%gpu cells start with {starts!r}"
+    return found[0]
+
+
+def test_the_anchor_is_the_cells_text_and_only_that():
+    assert split_source("x = 1") is None and split_source("%%gpux\nx") is None
+    assert split_source("%%gpu\nx = 1") == ("", "x = 1")
+    line, body = split_source("%%gpu --gpus 2 the ring\nx = 1")
+    assert (line, body) == ("--gpus 2 the ring", "x = 1")
+    # IPython hands the magic the body with a final newline; spacing in the line does not count
+    assert anchor(line, body) == anchor("--gpus 2  the ring ", body + "\n") == anchor(line, "x = 1\r\n")
+    assert anchor(line, "x = 2") != anchor(line, body) != anchor("--gpus 2 the rings", body)
+
+
+def test_the_index_of_stored_outputs_is_current():
+    """Rewrite it with `python -m course.gpu_cells` after a %%gpu cell changes."""
+    stored = json.loads(INDEX.read_text(encoding="utf-8"))
+    assert stored == build_index(ROOT), f"{INDEX.name} is stale: run `python -m course.gpu_cells`"
+    assert sum(page.startswith("chapters/") for page in stored.values()) > 100, stored
+    assert all(page.startswith("labs/") and "/solutions/" in page for page in stored.values()
+               if not page.startswith("chapters/")), "a student lab's page holds no stored output"
+
+
+def test_the_index_refuses_two_cells_with_the_same_text(tmp_path):
+    cell = {"cell_type": "code", "source": "%%gpu the copy\nx = 1", "metadata": {}, "outputs": []}
+    (tmp_path / "chapters").mkdir()
+    for name in ("01_a", "02_b"):
+        (tmp_path / "chapters" / f"{name}.ipynb").write_text(json.dumps({"cells": [cell]}))
+    with pytest.raises(ValueError, match="chapters/01_a and|chapters/02_b and"):
+        build_index(tmp_path)
+
+
+@pytest.mark.parametrize("notebook, page", [
+    ("chapters/04_memory.ipynb", "chapters/04_memory.html"),
+    # a student lab's page stops its outputs at the first answer: its solution page has them all
+    ("labs/reduction/reduction.ipynb", "labs/reduction/solutions/reduction.html"),
+    ("labs/reduction/solutions/reduction.ipynb", "labs/reduction/solutions/reduction.html"),
+])
+@pytest.mark.parametrize("known", [True, False], ids=["path known", "no path (Colab, nbclient)"])
+def test_the_skip_line_links_to_the_page_and_the_cell(shell, monkeypatch, capsys, notebook, page, known):
+    source = gpu_cell(notebook, "cudaMalloc" if "04" in notebook else "the check of exercise 3")
+    _gpus(monkeypatch, 0)
+    monkeypatch.setattr(gpu_cells, "_notebook_path", lambda shell: str(ROOT / notebook) if known else None)
+    assert shell.run_cell(source).success
+    out = capsys.readouterr().out.strip().splitlines()
+    url = f"{SITE_URL}{page}#{anchor(*split_source(source))}"
+    assert len(out) == 1 and out[0].endswith(f" on {url}"), out
+    assert output_url(*split_source(source)) == url
+
+
+def test_an_edited_cell_links_to_its_notebooks_page_or_the_site():
+    source = gpu_cell("chapters/04_memory.ipynb", "cudaMalloc") + "\nprint('mine')"
+    assert output_url(*split_source(source), "chapters/04_memory.ipynb") == SITE_URL + "chapters/04_memory.html"
+    assert output_url(*split_source(source)) == SITE_URL
 
 
 def test_without_a_gpu_the_cell_prints_one_line_and_does_not_run(shell, monkeypatch, capsys):
@@ -49,7 +115,8 @@ def test_without_a_gpu_the_cell_prints_one_line_and_does_not_run(shell, monkeypa
     result = shell.run_cell("%%gpu the copy kernel's bandwidth\nran = True\nraise RuntimeError('must not run')")
     assert result.success and "ran" not in shell.user_ns
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and "the copy kernel's bandwidth" in out[0] and "chapters/04_memory.html" in out[0]
+    # a cell not on the site: the page of the notebook the front end names, without an anchor
+    assert len(out) == 1 and "the copy kernel's bandwidth" in out[0] and out[0].endswith("chapters/04_memory.html")
 
 
 def test_with_too_few_gpus_a_multi_gpu_cell_skips(shell, monkeypatch, capsys):

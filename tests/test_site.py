@@ -75,6 +75,7 @@ def site_sources() -> list[Path]:
         dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".")]
         out += [Path(dirpath) / f for f in filenames if f.endswith((".md", ".ipynb", ".yml"))]
     out += list((ROOT / "_ext").glob("*.py"))  # the site's own Sphinx extensions
+    out.append(ROOT / "course" / "gpu_cells.py")  # the %%gpu cells' anchors (_ext/gpu_anchors.py)
     return out
 
 
@@ -164,6 +165,40 @@ def test_launch_urls(site):
             assert repo_name in url, f"{doc}: repository {repo_name} missing from {url}"
             assert branch in url, f"{doc}: branch {branch} missing from {url}"
             assert f"{doc}.ipynb" in url, f"{doc}: notebook path missing from {url}"
+
+
+def test_every_gpu_skip_line_links_to_its_cell(site):
+    """Without a GPU a %%gpu cell prints a link to its stored output (course/gpu_cells.py). Each
+    link, made from the cell's text alone as in Colab, opens a built page at the cell itself."""
+    from bs4 import BeautifulSoup
+
+    from course.gpu_cells import SITE_URL, output_url, split_source
+
+    pages: dict[str, BeautifulSoup | None] = {}
+    checked, broken = 0, []
+    for doc in NOTEBOOK_PAGES:
+        for cell in json.loads((ROOT / f"{doc}.ipynb").read_text(encoding="utf-8"))["cells"]:
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            parts = split_source(source) if cell["cell_type"] == "code" else None
+            if parts is None:
+                continue
+            checked += 1
+            url = output_url(*parts)  # no notebook path: the kernel's view in Colab, nbclient and nbval
+            page, _, anchor = url.removeprefix(SITE_URL).partition("#")
+            where = f"{doc}, %%gpu {parts[0]!r} -> {url}"
+            if not (url.startswith(SITE_URL) and page and anchor):
+                broken.append(f"{where}: names no page and cell")
+                continue
+            if page not in pages:
+                pages[page] = (BeautifulSoup((HTML / page).read_text(encoding="utf-8"), "html.parser")
+                               if (HTML / page).is_file() else None)
+            target = pages[page].find(id=anchor) if pages[page] else None
+            if target is None:
+                broken.append(f"{where}: {'no id ' + anchor if pages[page] else 'no such page'}")
+            elif " ".join(source.splitlines()[0].split()) not in " ".join(target.get_text().split()):
+                broken.append(f"{where}: the id is on another element than the cell")
+    assert checked > 150, f"only {checked} %%gpu cells found in the notebooks of _toc.yml"
+    assert not broken, f"{len(broken)} of {checked} %%gpu skip links do not resolve:\n" + "\n".join(broken)
 
 
 # --------------------------------------------------------------------------- browser
