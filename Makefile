@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU build of torch on CPU-only machines; on a GPU machine use `make TORCH=torch setup`.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup site serve test gpu-test gpu-notebooks release freshness doctor wheelhouse clean
+.PHONY: setup site serve test gpu-test gpu-notebooks release tag freshness doctor wheelhouse clean
 
 setup: $(VENV)/.installed
 
@@ -46,6 +46,12 @@ gpu-notebooks:
 
 release: setup
 	$(BIN)/autograder release
+
+# A release of the course: set pyproject.toml's version, `make release`, commit, then `make tag`.
+# It tags HEAD "v" + that version, the tag every notebook's first cell installs on Colab
+# (course.install.release_tag); then `git push origin` the tag. A tag that exists stays where it is.
+tag:
+	$(PYTHON) -m course.install tag
 
 freshness: setup
 	$(BIN)/autograder freshness

@@ -15,8 +15,8 @@ from pathlib import Path
 from packaging.version import Version
 
 from .device import cupy_runtime_version, gpu_present, nvidia_smi_gpus, package_versions
-from .install import (CUPYS, cuda_extra, cuda_text, driver_cuda_version, installed_version, known_extras,
-                      numba_cuda_state, requirements, unmet)
+from .install import (CUPYS, cuda_extra, cuda_text, driver_cuda_version, install_line, installed_version,
+                      known_extras, numba_cuda_state, requirements, unmet)
 
 PACKAGES = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch", "nbval", "jupyter-book")
 
@@ -42,8 +42,8 @@ def version_problems(v: dict[str, str], gpu: bool, driver_cuda: int | None = Non
         bad.append(f"{' and '.join(cupys)} are both installed and shadow each other: "
                    f"pip uninstall -y {' '.join(cupys)}, then install the one for your driver")
     if gpu and not cupys:
-        bad.append("CuPy is missing, so CuPy cells and timing will not run: "
-                   "pip install 'gpu-course[cuda13]' (driver 580 or newer) or 'gpu-course[cuda12]'")
+        extra = cuda_extra(driver_cuda, set()) or "cuda13"  # cuda13 needs a driver for CUDA 13 (580 or newer)
+        bad.append(f"CuPy is missing, so CuPy cells and timing will not run: {install_line([extra])}")
     if gpu and driver_cuda is not None and "cupy-cuda13x" in v and driver_cuda < 13000:
         bad.append(f"cupy-cuda13x needs a CUDA 13 driver, but this driver supports CUDA "
                    f"{driver_cuda // 1000}.{driver_cuda % 1000 // 10}: install cupy-cuda12x instead")

@@ -16,11 +16,13 @@ from __future__ import annotations
 import ctypes
 import importlib
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 import time
 from importlib import metadata
+from pathlib import Path
 
 DIST = "gpu-course"
 REPO_URL = "https://github.com/open-gpu-course/gpu-course"
@@ -37,6 +39,31 @@ def release_tag(version: str | None = None) -> str:
 
 def release_spec(version: str | None = None) -> str:
     return f"{DIST} @ git+{REPO_URL}@{release_tag(version)}"
+
+
+def clone_root() -> Path | None:
+    """The clone of the course's repository this package is imported from (an editable install, or
+    the checkout on sys.path); None for a package pip built and copied."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() and (root / "_toc.yml").is_file() else None
+
+
+def install_line(extras) -> str:
+    """The pip command that adds ``extras`` to this installation of the course, in the form that fits
+    how it was installed: from a clone, from the repository at a release, or from an index or wheel."""
+    extras = ",".join(extras)
+    root = clone_root()
+    if root is not None:
+        return f'pip install -e "{root}[{extras}]"'
+    try:
+        direct = json.loads(metadata.distribution(DIST).read_text("direct_url.json") or "null")
+    except metadata.PackageNotFoundError:
+        direct = None
+    vcs = (direct or {}).get("vcs_info")
+    if vcs:  # pip install "gpu-course @ git+URL@TAG", as the first cell does on Colab
+        rev = vcs.get("requested_revision")
+        return f'pip install "{DIST}[{extras}] @ {vcs["vcs"]}+{direct["url"]}{"@" + rev if rev else ""}"'
+    return f'pip install "{DIST}[{extras}]"'
 
 
 def setup_cell(extras: list[str] | tuple[str, ...] = (), version: str | None = None) -> str:
@@ -240,10 +267,9 @@ def _install_what_is_missing(extras: list[str], verbose: bool) -> None:
     elif verbose:
         missing = unmet(requirements(extras))
         if missing:
-            print(f"This notebook needs {', '.join(missing)}, not installed here: "
-                  f"pip install \"{DIST}[{','.join(extras)}]\"")
+            print(f"This notebook needs {', '.join(missing)}, not installed here: {install_line(extras)}")
         if cuda and not any(installed_version(n) for n in CUPYS):
-            print(f"CuPy is not installed, so cells that use it will fail: pip install \"{DIST}[{cuda}]\"")
+            print(f"CuPy is not installed, so cells that use it will fail: {install_line([cuda])}")
 
 
 def ensure(extras=(), verbose: bool = True) -> None:
@@ -274,3 +300,44 @@ def with_setup_cell(source: str, extras=(), version: str | None = None) -> str:
     if end is None:
         raise ValueError("this cell has no line starting with 'MODE = course.setup('")
     return "\n".join([setup_cell(extras, version)] + lines[end + 1:])
+
+
+# --------------------------------------------------------------------------- the release's tag
+def project_version(root: Path) -> str:
+    """pyproject.toml's version, the one source of the release's tag (read without tomllib, which
+    Python 3.10 lacks)."""
+    import re
+
+    text = (Path(root) / "pyproject.toml").read_text(encoding="utf-8")
+    m = re.search(r'^\[project\]\s*$(?:(?!^\[).)*?^version\s*=\s*"([^"]+)"', text, re.M | re.S)
+    if m is None:
+        raise ValueError(f"{root}/pyproject.toml has no version in [project]")
+    return m.group(1)
+
+
+def tag_release(root: Path) -> str:
+    """The course's release step (`make tag`, once a release is committed): tag HEAD with the tag the
+    notebooks' first cell installs, "v" and pyproject.toml's version. A tag that exists stays where
+    it is. Returns what it did, in a sentence."""
+    root = Path(root)
+    tag = release_tag(project_version(root))
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+
+    found = git("rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}")
+    if found.returncode == 0:
+        return f"{tag} exists, on {found.stdout.strip()[:12]}: left as it is."
+    made = git("tag", "-a", tag, "-m", f"{DIST} {tag}")
+    if made.returncode != 0:
+        raise RuntimeError(f"git tag {tag} failed: {made.stderr.strip()}")
+    head = git("rev-parse", "--short=12", "HEAD").stdout.strip()
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    note = " Changes not committed are not in it." if dirty else ""
+    return f"Tagged {head} as {tag}.{note} Publish it: git push origin {tag}"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["tag"]:
+        sys.exit("usage: python -m course.install tag")
+    print(tag_release(Path(__file__).resolve().parent.parent))

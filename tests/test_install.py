@@ -150,6 +150,150 @@ def test_every_notebook_starts_with_the_install_cell_for_its_extras(path):
     assert first.startswith(setup_cell(needed_extras(nb))), first[:400]
 
 
+# --------------------------------------------------------------------------- the page's install lines
+PAGE = ROOT / "how-to-use.md"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+PAGE_EXTRAS = re.compile(r'(?:gpu-course|\.)\[([\w,-]+)\]')
+
+
+def page_install_lines() -> dict[str, list[str]]:
+    """The pip lines in how-to-use.md's code blocks, as the page prints them, by situation: "clone"
+    (in the block that clones the repository), "package" (the course from its repository at a release),
+    "colab" (a notebook's first cell) and "other" (an instructor's, from a wheelhouse)."""
+    found: dict[str, list[str]] = {"clone": [], "package": [], "colab": [], "other": []}
+    for _, block in FENCE.findall(PAGE.read_text(encoding="utf-8")):
+        for line in block.splitlines():
+            if not re.match(r"%?pip install ", line.strip()):
+                continue
+            kind = ("clone" if "git clone" in block else "colab" if line.startswith("%pip")
+                    else "package" if "git+" in line else "other")
+            found[kind].append(line.strip())
+    return found
+
+
+def line_extras(line: str) -> set[str]:
+    m = PAGE_EXTRAS.search(line.split(" #")[0])
+    return set(m.group(1).split(",")) if m else set()
+
+
+def test_the_page_gives_one_install_line_per_situation_and_each_names_real_extras():
+    lines = page_install_lines()
+    for kind in ("clone", "package", "colab"):
+        assert len(lines[kind]) == 1, f"how-to-use.md should give one {kind} install line, not {lines[kind]}"
+    defined = set(PYPROJECT["optional-dependencies"])
+    for line in sum(lines.values(), []):
+        assert line_extras(line) <= defined, f"{line}: no such extra in pyproject.toml"
+
+
+def test_the_clone_and_package_lines_take_every_extra_a_notebook_asks_for():
+    """One command, then every notebook runs: the lines' extras hold what each notebook's setup cell names."""
+    defined = PYPROJECT["optional-dependencies"]
+    asked = {e for p in executed_notebooks() + student_notebooks() for e in needed_extras(json.loads(p.read_text()))}
+    assert asked >= {"llm", "triton"}, asked
+    lines = page_install_lines()
+    clone, package = line_extras(lines["clone"][0]), line_extras(lines["package"][0])
+    assert clone == package, "the clone and the package lines install different extras"
+    installed = {r for e in clone for r in defined[e]}
+    for extra in sorted(asked):
+        assert extra in clone or set(defined[extra]) <= installed, f"{lines['clone'][0]} leaves out {extra}"
+    assert "lab" in clone and clone & {"cuda12", "cuda13"}, "JupyterLab and a CUDA extra belong in the line"
+    assert lines["clone"][0].startswith('pip install -e ".['), "a clone installs editable, from where it is"
+
+
+def test_the_package_and_colab_lines_install_the_release_the_notebooks_pin():
+    lines = page_install_lines()
+    extras = ",".join(sorted(line_extras(lines["package"][0])))
+    assert lines["package"][0] == f'pip install "gpu-course[{extras}] @ git+{install.REPO_URL}@{release_tag()}"'
+    colab = next(line.strip() for line in setup_cell().splitlines() if "%pip install" in line)
+    assert lines["colab"] == [colab], "the page's Colab line is not the notebooks' first cell's"
+
+
+def test_the_page_states_the_courses_facts_from_the_project():
+    """Numbers and names the project holds come from it at build time (_ext/course_facts.py)."""
+    text = PAGE.read_text(encoding="utf-8")
+    for fact in ("chapters", "labs", "release", "python", "extras_by_part", "solutions_part"):
+        assert "{{ " + fact + " }}" in text, f"how-to-use.md does not use {{{{ {fact} }}}}"
+    assert not re.search(r"numbered 1 to \d|Python 3\.\d+ or newer", text), "a typed number the project holds"
+    sys.path.insert(0, str(ROOT / "_ext"))
+    try:
+        import course_facts
+    finally:
+        sys.path.remove(str(ROOT / "_ext"))
+    facts = course_facts.facts(ROOT)
+    assert facts["chapters"] == str(len(list((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))))
+    assert facts["labs"] == str(len(student_notebooks()))
+    assert facts["release"] == release_tag(PYPROJECT["version"])
+    assert "| Part V. " in facts["extras_by_part"] and "`triton`" in facts["extras_by_part"]
+
+
+# --------------------------------------------------------------------------- the release's tag
+def git(*args, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_the_release_the_notebooks_pin_is_a_tag_of_this_repository():
+    """Every notebook's first cell installs release_tag() on Colab: `make tag` made it, and it is here."""
+    if git("rev-parse", "--git-dir").returncode != 0:
+        pytest.skip("not a git checkout")
+    if not git("tag", "--list").stdout.strip():  # a clone made without tags (a shallow CI checkout, say)
+        pytest.skip("this clone has no tags at all: git fetch --tags")
+    tag = release_tag(PYPROJECT["version"])
+    found = git("rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}")
+    assert found.returncode == 0, (f"the notebooks install {tag}, and this repository has no such tag: "
+                                   f"`make tag` makes it, then `git push origin {tag}`")
+
+
+def test_the_release_step_tags_head_once_with_pyprojects_version(tmp_path, monkeypatch):
+    for who in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{who}_NAME", "test")
+        monkeypatch.setenv(f"GIT_{who}_EMAIL", "test@localhost")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text('[project]\nname = "gpu-course"\nversion = "9.8.7"\n\n'
+                                         '[tool.other]\nversion = "0.0.1"\n')
+    assert install.project_version(repo) == "9.8.7"
+    assert install.project_version(ROOT) == PYPROJECT["version"]
+    for args in (("init", "-q"), ("add", "-A"), ("-c", "commit.gpgsign=false", "commit", "-q", "-m", "one")):
+        assert git(*args, cwd=repo).returncode == 0
+    first = git("rev-parse", "HEAD", cwd=repo).stdout.strip()
+    (repo / "pyproject.toml").write_text((repo / "pyproject.toml").read_text() + "# changed\n")
+    said = install.tag_release(repo)
+    assert said.startswith(f"Tagged {first[:12]} as v9.8.7.") and "git push origin v9.8.7" in said, said
+    assert "Changes not committed are not in it." in said, said
+    assert git("-c", "commit.gpgsign=false", "commit", "-qam", "two", cwd=repo).returncode == 0
+    assert "exists" in install.tag_release(repo)
+    assert git("rev-parse", "v9.8.7^{commit}", cwd=repo).stdout.strip() == first, "a release tag never moves"
+
+
+# --------------------------------------------------------------------------- setup()'s advice
+def test_setup_advises_the_install_line_that_fits_how_the_course_was_installed(monkeypatch, capsys):
+    assert install.clone_root() == ROOT  # this checkout, installed editable
+    assert install.install_line(["triton"]) == f'pip install -e "{ROOT}[triton]"'
+    with monkeypatch.context() as m:
+        m.setattr(install, "hosted", lambda: False)
+        m.setattr(install, "driver_cuda_version", lambda: None)
+        m.setattr(install, "requirements", lambda extras: ["triton>=3.4"])
+        m.setattr(install, "unmet", lambda reqs: list(reqs))
+        install._install_what_is_missing(["triton"], verbose=True)
+    assert capsys.readouterr().out.strip() == \
+        f'This notebook needs triton>=3.4, not installed here: pip install -e "{ROOT}[triton]"'
+
+    class Dist:
+        def __init__(self, direct):
+            self.direct = direct
+
+        def read_text(self, name):
+            return json.dumps(self.direct) if self.direct is not None and name == "direct_url.json" else None
+
+    monkeypatch.setattr(install, "clone_root", lambda: None)
+    vcs = {"url": install.REPO_URL, "vcs_info": {"vcs": "git", "requested_revision": "v0.1.0", "commit_id": "ab"}}
+    monkeypatch.setattr(install.metadata, "distribution", lambda name: Dist(vcs))  # as the first cell installs it
+    assert install.install_line(["triton"]) == \
+        f'pip install "gpu-course[triton] @ git+{install.REPO_URL}@v0.1.0"'
+    monkeypatch.setattr(install.metadata, "distribution", lambda name: Dist(None))  # from an index or a wheel
+    assert install.install_line(["llm", "lab"]) == 'pip install "gpu-course[llm,lab]"'
+
+
 # --------------------------------------------------------------------------- a fresh Colab-like runtime
 def run(cmd, **kw) -> subprocess.CompletedProcess:
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
@@ -173,15 +317,20 @@ def colab_venv() -> Path:
     return cached
 
 
-@pytest.fixture(scope="module")
-def release_repo(tmp_path_factory) -> Path:
-    """This working tree as a git repository with the release tag the cell asks for."""
-    repo = tmp_path_factory.mktemp("release") / "gpu-course"
+def copy_working_tree(repo: Path) -> Path:
+    """The files of this working tree that git tracks or would track, copied to ``repo``: a clone."""
     files = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT).stdout.split("\0")
     for name in filter(None, files):
         if (ROOT / name).is_file():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, repo / name)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def release_repo(tmp_path_factory) -> Path:
+    """This working tree as a git repository with the release tag the cell asks for."""
+    repo = copy_working_tree(tmp_path_factory.mktemp("release") / "gpu-course")
     git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost", "-c", "commit.gpgsign=false"]
     run([*git, "init", "-q"], cwd=repo)
     run([*git, "add", "-A"], cwd=repo)
@@ -210,8 +359,10 @@ def colab(colab_venv: Path, release_repo: Path, tmp_path: Path):
     return venv, spec.parent, env, work
 
 
-def execute(cells: list[str], kernels: Path, env: dict, cwd: Path, dies: bool = False) -> list[str]:
-    """Run cells in a fresh kernel of the Colab environment; each cell's printed text.
+def execute(cells: list[str], kernels: Path, env: dict, cwd: Path, dies: bool = False,
+            kernel: str = "colab") -> list[str]:
+    """Run cells in a fresh kernel of the Colab environment (or of the named ``kernel``); each cell's
+    printed text.
 
     With ``dies`` the kernel must exit during the cells (a restart), and the text up to then is returned.
     """
@@ -221,7 +372,7 @@ def execute(cells: list[str], kernels: Path, env: dict, cwd: Path, dies: bool = 
     from nbclient.exceptions import DeadKernelError
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    km = AsyncKernelManager(kernel_name="colab", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    km = AsyncKernelManager(kernel_name=kernel, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
     client = NotebookClient(nb, km=km, timeout=900, resources={"metadata": {"path": str(cwd)}})
     try:
         client.execute(env=env)
@@ -288,3 +439,45 @@ def test_colab_gpu_runtime_gets_the_cuda_12_pieces_without_a_restart(colab_venv,
     assert versions["numpy"] == "2.0.2" and versions["numba"] == "0.60.0" and versions["cupy-cuda12x"] == "13.3.0"
     assert versions["cuda-bindings"].startswith("12.") and versions["cuda-toolkit"].startswith("12.")
     assert "cupy-cuda13x" not in versions
+
+
+# --------------------------------------------------------------------------- a learner's machine without a GPU
+@pytest.mark.heavy
+def test_a_learner_without_a_gpu_runs_parts_v_and_vi_after_the_pages_one_install_line(tmp_path):
+    """how-to-use.md's clone line, run as the page prints it in a clone and a fresh virtual environment
+    on this machine, which has no GPU; then chapter 19 and Lab 23's student release, top to bottom, in
+    a kernel of that environment. One constraint is added: torch at this environment's version, so
+    that pip takes the CPU build this machine's index holds (as `make setup` does) and not the
+    gigabytes of PyTorch's CUDA build."""
+    from course.device import gpu_present
+
+    if gpu_present():
+        pytest.skip("this is the page's path for a machine without a GPU")
+    torch = pytest.importorskip("torch")
+    line = page_install_lines()["clone"][0]
+    clone = copy_working_tree(tmp_path / "gpu-course")  # what `git clone` and `cd gpu-course` give
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", venv])
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text(f"torch=={torch.__version__}\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET", "MPLBACKEND")}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", VIRTUAL_ENV=str(venv),
+               PIP_CONSTRAINT=str(constraints))
+    installed = subprocess.run(["bash", "-c", line], cwd=clone, env=env, capture_output=True, text=True,
+                               timeout=3000)
+    assert installed.returncode == 0, f"{line}\n{installed.stdout[-3000:]}\n{installed.stderr[-3000:]}"
+
+    spec = tmp_path / "kernels" / "learner"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(venv / "bin/python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "learner", "language": "python"}))
+    for notebook in ("chapters/19_triton.ipynb", "labs/custom_ops/custom_ops.ipynb"):
+        nb = json.loads((clone / notebook).read_text())
+        cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+        cells.append("import course\nprint(course.__file__)")
+        out = execute(cells, spec.parent, env, (clone / notebook).parent, kernel="learner")
+        assert "Mode: simulator" in out[0] and "Triton's interpreter" in out[0], f"{notebook}: {out[0]}"
+        assert "not installed here" not in out[0], f"{notebook}: {out[0]}"
+        assert out[-1].startswith(str(clone / "course")), f"{notebook} ran another course: {out[-1]}"

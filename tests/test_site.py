@@ -76,6 +76,7 @@ def site_sources() -> list[Path]:
         out += [Path(dirpath) / f for f in filenames if f.endswith((".md", ".ipynb", ".yml"))]
     out += list((ROOT / "_ext").glob("*.py"))  # the site's own Sphinx extensions
     out.append(ROOT / "course" / "gpu_cells.py")  # the %%gpu cells' anchors (_ext/gpu_anchors.py)
+    out += [ROOT / "pyproject.toml", ROOT / "course" / "install.py"]  # facts on the pages (_ext/course_facts.py)
     return out
 
 
@@ -199,6 +200,24 @@ def test_every_gpu_skip_line_links_to_its_cell(site):
                 broken.append(f"{where}: the id is on another element than the cell")
     assert checked > 150, f"only {checked} %%gpu cells found in the notebooks of _toc.yml"
     assert not broken, f"{len(broken)} of {checked} %%gpu skip links do not resolve:\n" + "\n".join(broken)
+
+
+def test_pages_state_the_courses_numbers_from_the_project(site):
+    """how-to-use.md and index.md write {{ chapters }} and the like (_ext/course_facts.py): the built
+    pages say what _toc.yml and pyproject.toml hold, and no substitution is left as typed."""
+    from bs4 import BeautifulSoup
+
+    from course.install import project_version, release_tag
+
+    def text(doc):
+        return " ".join(BeautifulSoup(page_path(doc).read_text(encoding="utf-8"), "html.parser").get_text().split())
+
+    how, index = text("how-to-use"), text("index")
+    assert "{{" not in how and "{{" not in index
+    assert f"Chapters are numbered 1 to {len(CHAPTERS)}, and each of the {len(LABS)} labs" in how
+    assert f"{len(CHAPTERS)} chapters and {len(LABS)} labs" in index
+    assert f"install release {release_tag(project_version(ROOT))} of the course" in how
+    assert "Part V. Kernels the way practitioners write them now triton" in how, "the table of extras per part"
 
 
 # --------------------------------------------------------------------------- browser
