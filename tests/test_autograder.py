@@ -1116,3 +1116,22 @@ def test_an_allowed_array_method_may_use_what_the_learner_may_not():
     lines = out.stdout.split("\n")
     assert lines[0] == "filled", out.stdout
     assert lines[1].startswith("refused: called numpy.asarray"), out.stdout
+
+
+def test_a_correctly_rounded_subnormal_output_passes(dtype="float16"):
+    """A case whose only value lies among float16's subnormals (gelu deep in its negative tail,
+    1 x 1, on a GPU): the correctly rounded value passes, one two steps off fails."""
+    from autograder.measure import compare
+    from autograder.spec import Exercise, Out
+
+    want = 52.25 * float(np.finfo(dtype).smallest_subnormal)
+    ex = Exercise(name="tiny", title="a subnormal result", backend="numba", args=("x", "out"),
+                  inputs=lambda p, rng: {"x": np.zeros(1, dtype=np.float32)},
+                  outputs={"out": Out(lambda p: (1,), dtype=dtype)}, reference=lambda x: {"out": np.array([want])},
+                  cases=lambda sim: [{"n": 1}], tolerance={dtype: (1e-3, 1e-4)})
+    inputs = ex.inputs({"n": 1}, None)
+    rounded = np.array([want], dtype=dtype)
+    assert float(rounded[0]) != want  # the type cannot hold it: the best answer is off by a quarter step
+    assert compare(ex, {"n": 1}, inputs, {"out": rounded}, inputs).passed
+    off = np.array([want + 2 * float(np.finfo(dtype).smallest_subnormal)], dtype=dtype)
+    assert not compare(ex, {"n": 1}, inputs, {"out": off}, inputs).passed
