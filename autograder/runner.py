@@ -84,7 +84,9 @@ def learner_traceback(exc: BaseException, code_ids: set) -> str:
     tb = exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if (id(code) in code_ids) if code_ids else not _library_file(code.co_filename):
+        # the grader's own modules (sent as source: "<grader ...>") are never the learner's frames
+        if (id(code) in code_ids) if code_ids else not (_library_file(code.co_filename)
+                                                         or code.co_filename.startswith("<grader ")):
             frames.append(tb)
         tb = tb.tb_next
     lines = []
@@ -1048,17 +1050,31 @@ def _abort(threads) -> None:
         t.syncthreads_event.set()
 
 
-def _grader_module(source: str, name: str) -> dict:
-    """One of the grader's modules, sent as source (the sandbox holds no file of the grader): its namespace."""
-    namespace: dict = {"__name__": f"grader_{name}"}
+def _grader_module(source: str, name: str, given: dict | None = None) -> dict:
+    """One of the grader's modules, sent as source (the sandbox holds no file of the grader): its
+    namespace. ``given``: names it is handed before it runs."""
+    namespace: dict = {"__name__": f"grader_{name}", **(given or {})}
     exec(compile(source, f"<grader {name}>", "exec"), namespace)
     return namespace
 
 
+# The exception classes of the entry modules: what an entry raises with one of them is the grader's
+# sentence about the learner's registration, shown as it is (no frames: they would be the grader's).
+ENTRY_VERDICTS: list = []
+ENTRY_NAMES: set = set()  # the exercises whose functions are entries (in a notebook's check() too)
+
+
 def entry_function(source: str, name: str, namespace: dict):
     """An entry exercise's function (``Exercise.entry``): the grader's code, built over the
-    learner's namespace. It is grader code, so the guards judge only the learner code it calls."""
-    return _grader_module(source, f"entry_{name}")["entry"](namespace)
+    learner's namespace. It is grader code, so the guards judge only the learner code it calls.
+    It is handed ``learner_traceback``: an exception with the learner's lines only."""
+    module = _grader_module(source, f"entry_{name}",
+                            {"learner_traceback": lambda exc: learner_traceback(exc, GUARD.code_ids)})
+    verdict = module.get("OperatorProblem")
+    if isinstance(verdict, type) and all(verdict is not v for v in ENTRY_VERDICTS):
+        ENTRY_VERDICTS.append(verdict)
+    ENTRY_NAMES.add(name)
+    return module["entry"](namespace)
 
 
 def _quiet_frame(depth: int = 0):
@@ -1561,8 +1577,10 @@ class Runner:
 
     def describe(self, exc: BaseException, msg: dict) -> str:
         names = ", ".join(msg.get("names", []))
-        if isinstance(exc, ForbiddenCall):
+        if isinstance(exc, ForbiddenCall) or any(type(exc) is v for v in ENTRY_VERDICTS):
             return str(exc)
+        if msg.get("exercise") in ENTRY_NAMES:  # the grader's function called the learner's registration
+            return f"{msg['exercise']}: your code raised " + learner_traceback(exc, GUARD.code_ids)
         return f"{msg['exercise']}({names}) raised " + learner_traceback(exc, GUARD.code_ids)
 
     # -- a policy decision

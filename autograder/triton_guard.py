@@ -36,8 +36,12 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
     get (a sandbox's own output, which host code cannot catch as it can sys.stdout), or None."""
     import builtins
 
+    import torch
     import triton.language as tl
     from triton.runtime import interpreter as ti
+
+    global _TENSOR
+    _TENSOR = torch.Tensor  # taken now: what sys.modules holds later, learner code may have replaced
 
     getattr = builtins.getattr  # noqa: A001 - as it is now: the guards may later put a stand-in in builtins
 
@@ -148,7 +152,7 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
             raise refuse("Triton's interpreter's memory functions (a kernel reads and writes with tl.load and "
                          "tl.store)")
         launch = launches[-1] if launches else None
-        addrs = np.asarray(ptrs, dtype=np.uint64)
+        block = addrs = np.asarray(ptrs, dtype=np.uint64)
         if mask is not None:
             addrs = addrs[np.broadcast_to(np.asarray(mask, dtype=bool), addrs.shape)]
         addrs = addrs.ravel()
@@ -169,9 +173,17 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
             return
         bad = int(addrs[~inside][0])
         where = _nearest(bad, size, launch["ranges"] if launch else [])
+        view = _view_note(where, launch["tensors"]) if launch else ""
         line = learner_line()
+        # where the block walks a tensor's dimensions, the access in the tensor's own terms: past the
+        # end of which dimension (a product's K-tile read without its mask along K, say)
+        try:
+            along = _along(block, mask, size, launch["tensors"], launch["ints"], verb) if launch else ""
+        except Exception:  # noqa: BLE001 - words only: the fault stands without them
+            along = ""
+        fix = "mask the access along that dimension" if along else "make it contiguous" if view else "check the mask"
         fault(f"kernel '{launch['name'] if launch else '?'}' {verb} memory outside its arrays at line {line}: "
-              f"{where}. On a GPU this is an out-of-bounds access (check the mask)")
+              f"{along or where + view}. On a GPU this is an out-of-bounds access ({fix})")
         raise IndexError(f"out-of-bounds {verb[:-1]} at line {line}: {where}")
 
     ti._interpreter = Memory()
@@ -180,10 +192,12 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
 
     def call(self, *args, **kwargs):
         names = list(self.arg_names)
-        ranges = []
+        ranges, tensors, ints = [], [], {}
         for name, value in [*zip(names, args), *kwargs.items()]:
             _ranges(value, name, ranges)
-        launches.append({"name": getattr(self.fn, "__name__", "kernel"), "ranges": ranges, "races": Races(ranges)})
+            _layout(value, name, tensors, ints)
+        launches.append({"name": getattr(self.fn, "__name__", "kernel"), "ranges": ranges, "races": Races(ranges),
+                         "tensors": tensors, "ints": ints})
         try:
             return stock_call(self, *args, **kwargs)
         finally:
@@ -400,6 +414,111 @@ def _ranges(value, name: str, out: list) -> None:
     storage = value.untyped_storage()
     lo = int(storage.data_ptr())
     out.append((np.uint64(lo), np.uint64(lo + storage.nbytes()), f"'{name}'"))
+
+
+_TENSOR = None  # torch.Tensor, once install() has run
+
+
+def _layout(value, name: str, tensors: list, ints: dict) -> None:
+    """A kernel argument as ``_along`` reads it: a tensor's name, data address, shape, strides and
+    element size; an integer's name and value."""
+    if type(value) is int:  # exactly: a subclass's methods would be the learner's code, run here
+        ints[name] = value
+        return
+    if _TENSOR is None or type(value) is not _TENSOR:
+        return
+    try:
+        tensors.append((name, int(value.data_ptr()), tuple(int(n) for n in value.shape),
+                        tuple(int(s) for s in value.stride()), int(value.element_size())))
+    except Exception:  # noqa: BLE001 - a tensor without strides (sparse): no layout to tell
+        return
+
+
+def _along(block, mask, size: int, tensors, ints, verb: str = "reads") -> str:
+    """An access that left its tensor, in the tensor's terms ('' where it cannot be told): the block
+    of addresses (one per lane) walks the dimensions of a tensor of two or more dimensions, one
+    block axis per dimension with that dimension's stride, and its enabled lanes run past the end
+    (or before the start) of one of them. The lanes of a K-tile read without its mask along K run
+    past the end of a's dimension 1 (or b's dimension 0), most of them still inside the memory (the
+    next row's), some beyond it."""
+    done = {"reads": "read", "writes": "written"}.get(verb, "updated")
+    addrs = np.asarray(block, dtype=np.uint64)
+    nd = addrs.ndim
+    if nd < 2 or addrs.size < 2:
+        return ""
+    on = np.ones(addrs.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), addrs.shape)
+    if not on.any():
+        return ""
+    p = addrs.astype(np.int64)
+    origin = (0,) * nd
+    steps = []
+    for a in range(nd):
+        step = [0] * nd
+        step[a] = 1
+        steps.append(int(p[tuple(step)] - p[origin]) if addrs.shape[a] > 1 else 0)
+    grid = np.indices(addrs.shape)
+    if not np.array_equal(p, p[origin] + sum(grid[a] * steps[a] for a in range(nd))):
+        return ""  # not a block of one base plus one stride per axis
+    for name, ptr, shape, strides, itemsize in tensors:
+        if len(shape) != nd or itemsize != size or any(s <= 0 for s in strides) or 0 in shape:
+            continue
+        span = (sum((n - 1) * s for n, s in zip(shape, strides)) + 1) * size
+        inside = on & (p >= ptr) & (p < ptr + span)
+        if not inside.any():
+            continue
+        dims: dict[int, int] = {}  # block axis -> the tensor's dimension it walks
+        for a, step in enumerate(steps):
+            if step == 0:
+                continue
+            fits = [k for k in range(nd) if strides[k] * size == step and k not in dims.values()]
+            fits.sort(key=lambda k: shape[k] == 1)
+            if not fits:
+                dims = {}
+                break
+            dims[a] = fits[0]
+        if not dims:
+            continue
+        ref = tuple(int(i) for i in np.argwhere(inside)[0])  # the first enabled lane in the tensor's memory
+        rest, index = (int(p[ref]) - ptr) // size, [0] * nd
+        for k in sorted(range(nd), key=lambda k: -strides[k]):
+            index[k], rest = divmod(rest, strides[k])
+        if rest or any(not 0 <= i < n for i, n in zip(index, shape)):
+            continue
+        for a, k in sorted(dims.items(), key=lambda item: item[1]):
+            at = index[k] + grid[a] - ref[a]
+            out = on & ((at >= shape[k]) | (at < 0))
+            if not out.any():
+                continue
+            past = bool((at[out] >= shape[k]).any())
+            lo, hi = (int(at[out & (at >= shape[k])].min()), int(at[out].max())) if past \
+                else (int(at[out].min()), int(at[out & (at < 0)].max()))
+            named = [n for n, v in ints.items() if v == shape[k]]
+            if len(named) > 1:  # a row-major tensor's row stride often equals a size
+                named = [n for n in named if "stride" not in n.lower()]
+            size_is = f"size {shape[k]}" + (f", the kernel's argument {named[0]}" if len(named) == 1 else
+                                            f", the value of the kernel's arguments {', '.join(named[:-1])} and "
+                                            f"{named[-1]}" if 1 < len(named) <= 3 else "")
+            span_text = f"index {lo}" if lo == hi else f"indices {lo} to {hi}"
+            return (f"'{name}' (shape {shape}) is {done} {'past the end' if past else 'before the start'} "
+                    f"along its dimension {k} ({size_is}), at {span_text}")
+    return ""
+
+
+def _view_note(where: str, tensors) -> str:
+    """Where the tensor an access left is a view that is not contiguous (a transposed or expanded
+    tensor): a kernel that reads it as a flat array of its elements reads other memory."""
+    for name, _, shape, strides, _ in tensors:
+        if f"'{name}'" not in where:
+            continue
+        want, contiguous = 1, True
+        for n, s in reversed(list(zip(shape, strides))):
+            if n != 1 and s != want:
+                contiguous = False
+            want *= n
+        if not contiguous:
+            return (f" ('{name}' is a view that is not contiguous, shape {shape} with strides {strides}: a kernel "
+                    f"that reads it as a flat array needs .contiguous() first)")
+    return ""
 
 
 def _nearest(addr: int, size: int, ranges) -> str:

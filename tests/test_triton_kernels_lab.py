@@ -77,3 +77,42 @@ def test_the_gelu_reference_is_torchs_tanh_form():
     z = np.linspace(-12.0, 12.0, 2001)
     want = torch.nn.functional.gelu(torch.from_numpy(z), approximate="tanh").numpy()
     np.testing.assert_allclose(gelu_tanh64(z), want, rtol=1e-12, atol=1e-15)
+
+
+def test_honest_mistakes_are_named_for_what_they_are(tmp_path):
+    """tests/submissions/triton_kernels: a product whose K-tiles are loaded without their mask along K
+    is named as a read past the end of a's dimension 1 (K), at its line, not as output never written."""
+    import json
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from autograder.results import md_unescape
+
+    root = Path(__file__).resolve().parent.parent
+    bank = root / "tests" / "submissions" / "triton_kernels"
+    expected = {k: v for k, v in json.loads((bank / "expected.json").read_text()).items() if not k.startswith("_")}
+    sys.path.insert(0, str(root / "tests"))
+    from test_autograder import autograder
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in expected:
+        shutil.copy(bank / f"{name}.py", subs / f"{name}.py")
+    exercises = sorted({e for want in expected.values() for e in want["scores"]})
+    out = tmp_path / "out"
+    autograder("grade", "--lab", "triton_kernels", "--out", out, "--simulator",
+               *(a for e in exercises for a in ("--exercise", e)), subs)
+    problems = []
+    for name, want in expected.items():
+        tests = json.loads((out / name / "results.json").read_text())["tests"]
+        for exercise, points in want["scores"].items():
+            mine = [t for t in tests if t["extra_data"]["exercise"] == exercise]
+            said = md_unescape("\n".join(t["output"] for t in mine))
+            if sum(t["score"] for t in mine) != points:
+                problems.append(f"{name}: {exercise} scored {sum(t['score'] for t in mine)}, expected {points}")
+            problems += [f"{name}: {exercise}'s feedback lacks {w!r}: {said[:500]!r}"
+                         for w in want.get("words", {}).get(exercise, []) if w not in said]
+            problems += [f"{name}: {exercise}'s feedback says {w!r}: {said[:500]!r}"
+                         for w in want.get("never", {}).get(exercise, []) if w in said]
+    assert not problems, "\n".join(problems)

@@ -81,6 +81,13 @@ def test_honest_kernels_pass_every_wall(numba_walls, probe):
     ("handle_by_match", ("a Triton block's handle", "does not compile for a GPU")),
     ("repr_of_a_block", ("ok: '<Triton block of fp32, shape [8]>'", "does not compile for a GPU")),
     ("one_past_the_end", "fault: kernel 'k' reads memory outside its arrays at line 6: 1 element(s) past the end"),
+    # a 2-D block over a 2-D tensor, unmasked along the columns: named as the dimension it overruns, though
+    # most of its lanes fall in the next row's memory
+    ("past_the_end_along_a_dimension", "fault: kernel 'k' reads memory outside its arrays at line 6: 'x_ptr' (shape "
+                                       "(2, 4)) is read past the end along its dimension 1 (size 4, the kernel's "
+                                       "argument cols), at indices 4 to 7"),
+    # a view read as a flat array: the view is named, with its strides
+    ("flat_read_of_an_expanded_view", "'x_ptr' is a view that is not contiguous, shape (8,) with strides (0,)"),
     ("interpreter_memory_directly", "Triton's interpreter's memory functions"),
     ("interpreter_internals_by_match", "Triton's interpreter's own ReduceOps"),
 ])

@@ -271,6 +271,22 @@ TRITON = {
             tl.store(o_ptr + offs, v, mask=offs < n)
         k[(1,)](x, out, 8)
     """,
+    "past_the_end_along_a_dimension": """
+        @triton.jit
+        def k(x_ptr, o_ptr, rows, cols, BR: tl.constexpr, BC: tl.constexpr):
+            r = tl.arange(0, BR)
+            c = tl.arange(0, BC)
+            v = tl.load(x_ptr + r[:, None] * cols + c[None, :], mask=r[:, None] < rows, other=0.0)
+            tl.store(o_ptr + r[:, None] * cols + c[None, :], v, mask=(r[:, None] < rows) & (c[None, :] < cols))
+        k[(1,)](x.view(2, 4), out.view(2, 4), 2, 4, BR=2, BC=8)
+    """,
+    "flat_read_of_an_expanded_view": """
+        @triton.jit
+        def k(x_ptr, o_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(o_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+        k[(1,)](x[:1].clone().expand(8), out, 8, BLOCK=8)
+    """,
     "programs_race": """
         @triton.jit
         def k(x_ptr, o_ptr):

@@ -41,10 +41,24 @@ def gate_shapes(simulator: bool) -> list[dict]:
     return [{"rows": r, "cols": c} for r, c in shapes]
 
 
-def op_shapes(simulator: bool) -> list[dict]:
-    """Fewer sizes for the registration exercises: each case compiles or runs opcheck (one case in
-    the interpreter, where each costs seconds)."""
-    shapes = [(3, 33)] if simulator else [(1, 1), (31, 33), (257, 1031)]
+def op_cases(simulator: bool) -> list[dict]:
+    """The operator (exercise 3) and its gradients (exercise 4), each case in a layout, the same values
+    each time (a model hands an operator views): "transposed" hands x as a transposed view beside a
+    contiguous g (exercise 4: dy, beside contiguous x and g), "strided" x and g (exercise 4: dy) as
+    views of every other column of a wider tensor, "contiguous" contiguous tensors. The views come
+    first; opcheck's tests run once, in the first contiguous case (in the interpreter each costs
+    seconds)."""
+    if simulator:
+        cases = [(33, 3, "transposed"), (5, 17, "strided"), (3, 33, "contiguous"), (1, 1, "contiguous")]
+    else:
+        cases = [(257, 31, "transposed"), (31, 1031, "strided"), (31, 33, "contiguous"), (1, 1, "contiguous"),
+                 (257, 1031, "contiguous")]
+    return [{"rows": r, "cols": c, "layout": layout} for r, c, layout in cases]
+
+
+def compiled_shapes(simulator: bool) -> list[dict]:
+    """The fake implementation and torch.compile (exercise 5): a compilation per case."""
+    shapes = [(1, 1), (3, 33), (5, 17)] if simulator else [(1, 1), (31, 33), (257, 1031)]
     return [{"rows": r, "cols": c} for r, c in shapes]
 
 
@@ -65,6 +79,15 @@ def _gate_inputs(p, rng):
 
 def _backward_inputs(p, rng):
     return {**_gate_inputs(p, rng), "dy": standard_normal(rng, (p["rows"], p["cols"])).astype(np.float16)}
+
+
+def _op_inputs(p, rng):
+    """The gate's inputs, and the layout the grader hands them to the operator in (see op_cases)."""
+    return {**_gate_inputs(p, rng), "layout": p["layout"]}
+
+
+def _op_backward_inputs(p, rng):
+    return {**_backward_inputs(p, rng), "layout": p["layout"]}
 
 
 def _mlp_inputs(p, rng):
@@ -146,7 +169,7 @@ def _entry(name: str) -> str:
 
 
 GATE = dict(backend="triton", cases=gate_shapes, tolerance={})
-OP = dict(backend="triton", cases=op_shapes, tolerance={}, forbidden=OP_RULES)
+OP = dict(backend="triton", tolerance={}, forbidden=OP_RULES)
 # 4,096 x 8,192 float16 values: 64 MiB per tensor, beyond any L2.
 GATE_TIMING = {"rows": 4096, "cols": 8192}
 
@@ -191,33 +214,37 @@ LAB = Lab(
         ),
         Exercise(
             name="silu_mul_op",
-            title="torch.ops.swiglu.silu_mul: registered, and passing torch.library.opcheck",
-            args=("x", "g", "out"),
-            inputs=_gate_inputs,
+            title="torch.ops.swiglu.silu_mul: registered, any layout of its inputs, opcheck's test_schema",
+            args=("x", "g", "out", "layout"),
+            inputs=_op_inputs,
             outputs={"out": Out(_gate_shape, dtype="float16")},
-            reference=lambda x, g: {"out": silu_mul64(x, g)},
+            reference=lambda x, g, layout: {"out": silu_mul64(x, g)},
+            cases=op_cases,
             points=2,
             entry=_entry("entry_forward"),
             **OP,
         ),
         Exercise(
             name="silu_mul_op_grad",
-            title="Gradients through the operator (register_autograd)",
-            args=("x", "g", "dy", "dx", "dg"),
-            inputs=_backward_inputs,
+            title="Gradients through the operator (register_autograd): any layout of dy, opcheck's tests of "
+                  "the gradient",
+            args=("x", "g", "dy", "dx", "dg", "layout"),
+            inputs=_op_backward_inputs,
             outputs={"dx": Out(_gate_shape, dtype="float16"), "dg": Out(_gate_shape, dtype="float16")},
-            reference=silu_mul_grads64,
+            reference=lambda x, g, dy, layout: silu_mul_grads64(x, g, dy),
+            cases=op_cases,
             points=2,
             entry=_entry("entry_gradients"),
             **OP,
         ),
         Exercise(
             name="silu_mul_op_compiled",
-            title="The operator under torch.compile(fullgraph=True) (register_fake)",
+            title="The operator under torch.compile(fullgraph=True) (register_fake): opcheck's test_faketensor",
             args=("x", "g", "out"),
             inputs=_gate_inputs,
             outputs={"out": Out(_gate_shape, dtype="float16")},
             reference=lambda x, g: {"out": silu_mul64(x, g)},
+            cases=compiled_shapes,
             points=1,
             entry=_entry("entry_compiled"),
             **OP,
