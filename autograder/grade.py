@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import sandbox
 from .outcome import ExerciseResult, SubmissionResult
 from .runproc import IMPORT_BUDGET_S, die_with_parent
 from .spec import Exercise, Lab
@@ -164,6 +165,7 @@ class JudgeSession:
     def _start(self, log: Path) -> None:
         parent, child = socket.socketpair()
         env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_") or k == "AUTOGRADER_BWRAP"}
+        env.update(sandbox.verdict_env())  # the walls this grader found: the judges of --workers N do not probe
         env.update(NUMBA_ENABLE_CUDASIM="1" if self.simulator else "0", PYTHONUNBUFFERED="1",
                    # every kernel of the judge loaded at once: loading one later, while its stream
                    # waits on a runner, would wait for the device

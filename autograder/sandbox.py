@@ -34,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,14 +71,37 @@ def bwrap_path() -> str | None:
 _AVAILABLE: tuple[bool, str] | None = None
 _WALLS: str | None = None  # "bwrap" or "uid", once available() found one
 SANDBOX_ENV = "AUTOGRADER_SANDBOX"
+VERDICT_ENV = "AUTOGRADER_SANDBOX_VERDICT"  # the grader's probe, handed to the judge processes it starts
+
+
+_PROBING = threading.Lock()
 
 
 def available() -> tuple[bool, str]:
-    """Whether a sandbox can be made here, and what was tried (cached for the process)."""
+    """Whether a sandbox can be made here, and what was tried (cached for the process). One probe at
+    a time: the workers of ``--workers N`` ask at once, and two uid probes share one user, so one
+    would kill the other's probe and the whole class would be graded as having no sandbox."""
+    with _PROBING:
+        return _available()
+
+
+def verdict_env() -> dict[str, str]:
+    """What a judge process started by this grader is told of the walls, so that it does not probe
+    again: a uid probe runs as the first worker's user, and killing what it left (kill_all) would kill
+    a submission that worker's judge is grading at that moment."""
+    ok, why = available()
+    return {SANDBOX_ENV: _WALLS, VERDICT_ENV: why} if ok and _WALLS else {}
+
+
+def _available() -> tuple[bool, str]:
     global _AVAILABLE, _WALLS
     if _AVAILABLE is not None:
         return _AVAILABLE
     wanted = os.environ.get(SANDBOX_ENV, "")
+    handed = os.environ.get(VERDICT_ENV)
+    if handed and wanted in ("bwrap", "uid"):  # the grader that started this judge probed already
+        _WALLS, _AVAILABLE = wanted, (True, handed)
+        return _AVAILABLE
     if wanted not in ("", "bwrap", "uid"):
         _AVAILABLE = (False, f"{SANDBOX_ENV}={wanted!r}: it names bwrap or uid")
         return _AVAILABLE

@@ -529,7 +529,9 @@ def _machine_run(base: Path, attack_keys: list[str], extra_subs: list[str], lab:
         can.home_before, can.subs_before = _tree(can.home), _tree(can.subs_dir)
         wrap = (lambda cmd: container.command(cmd, python=sys.executable)) if in_container else None
         env = dict(can.env, AUTOGRADER_SANDBOX="uid") if in_container else can.env
-        run = grade(lab, subs, can.out, "--exercise", exercise, "--simulator", "--timeout",
+        # Two workers, as an instructor grades a class on a laptop: two runners side by side, each
+        # attack beside another submission's runner (and half the wall time of one).
+        run = grade(lab, subs, can.out, "--exercise", exercise, "--simulator", "--workers", "2", "--timeout",
                     str(TIMEOUT), "--memory-limit", "2", env=env, tag=tag, limit_s=600, wrap=wrap)
         at_end = _results_files(can.out)
         time.sleep(DAEMON_WAIT_S)  # a daemon's moment: after grading ends
