@@ -105,6 +105,15 @@ def default_chunk(batch: int, kv_heads: int, max_len: int, sms: int, block_t: in
     return block_t * -(-max_len // (block_t * splits))
 
 
+def _check_last_stride(**tensors) -> None:
+    """The kernels step along head_dim by 1 (``+ d``, no stride), so a view such as a transpose would
+    be read and written at the wrong places: refuse it rather than return wrong values."""
+    for name, t in tensors.items():
+        if t.stride(-1) != 1:
+            raise ValueError(f"decode_attention: {name} must have stride 1 in its last dimension "
+                             f"(got strides {tuple(t.stride())}); pass {name}.contiguous()")
+
+
 def decode_attention(q, k, v, lengths, out, block_table=None, chunk: int | None = None, block_t: int = 64,
                      num_warps: int = 4, num_stages: int = 3, sms: int | None = None):
     """out[b, h] = softmax(q[b, h] . k[b, :n_b, h // G] / sqrt(D)) v[b, :n_b, h // G] for each sequence b.
@@ -115,6 +124,7 @@ def decode_attention(q, k, v, lengths, out, block_table=None, chunk: int | None 
     """
     import torch
 
+    _check_last_stride(q=q, k=k, v=v, out=out)
     batch, heads, head_dim = q.shape
     kv_heads = k.shape[2]
     group = heads // kv_heads

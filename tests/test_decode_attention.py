@@ -52,3 +52,16 @@ def test_contiguous_decode_matches_the_paged_one():
     decode_attention(torch.from_numpy(inputs["q"]), torch.from_numpy(k), torch.from_numpy(v),
                      torch.from_numpy(inputs["lengths"]), out, chunk=16, block_t=16)
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("name", ["q", "k", "v", "out"])
+def test_a_non_unit_last_stride_is_refused(name):
+    from course.decode_attention import decode_attention
+
+    inputs, ref = _case(3, 40, 4, 2, 8, seed=7)
+    t = {"q": torch.from_numpy(inputs["q"]), "k": torch.from_numpy(inputs["k_pages"]),
+         "v": torch.from_numpy(inputs["v_pages"]), "out": torch.zeros(ref.shape, dtype=torch.float32)}
+    t[name] = t[name].transpose(-1, -2).contiguous().transpose(-1, -2)  # same shape, last stride > 1
+    with pytest.raises(ValueError, match=f"{name} must have stride 1"):
+        decode_attention(t["q"], t["k"], t["v"], torch.from_numpy(inputs["lengths"]), t["out"],
+                         block_table=torch.from_numpy(inputs["block_table"]), chunk=16, block_t=16)
