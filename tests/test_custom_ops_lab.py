@@ -46,8 +46,7 @@ def test_each_mistake_costs_its_own_exercise_and_is_named(tmp_path):
         else:
             shutil.copy(BANK / f"{name}.py", subs / f"{name}.py")
     out = tmp_path / "out"
-    # two workers, as an instructor grades a class: a torch lab graded side by side
-    autograder("grade", "--lab", "custom_ops", "--out", out, "--simulator", "--workers", "2",
+    autograder("grade", "--lab", "custom_ops", "--out", out, "--simulator",
                *(a for e in EXERCISES for a in ("--exercise", e)), subs)
     problems = []
     for name, want in EXPECTED.items():
