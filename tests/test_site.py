@@ -22,6 +22,8 @@ from urllib.parse import unquote, urldefrag, urljoin, urlparse
 import pytest
 import yaml
 
+from _ext.course_facts import is_lab, toc_parts
+
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
 STAMP = ROOT / "_build" / "site-build.json"  # the exit code and seconds of the last build
@@ -39,20 +41,9 @@ pytestmark = pytest.mark.site  # `make gpu-test` deselects the site ("not browse
 
 # --------------------------------------------------------------------------- helpers
 def toc_files() -> list[str]:
-    """Every page in _toc.yml, in reading order, without extensions."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    files = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                files.append(e["file"])
-            walk(e.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return files
+    """Every page in _toc.yml, in reading order, without extensions (the site's own reading of it)."""
+    root = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))["root"]
+    return [root] + [page for _caption, pages in toc_parts(ROOT) for page in pages]
 
 
 def chapter_number(doc: str) -> int:
@@ -61,7 +52,7 @@ def chapter_number(doc: str) -> int:
 
 
 CHAPTERS = [doc for doc in toc_files() if doc.startswith("chapters/")]
-LABS = [doc for doc in toc_files() if re.fullmatch(r"labs/(\w+)/\1", doc)]  # the releases, not solutions
+LABS = [doc for doc in toc_files() if is_lab(doc)]  # the releases, not solutions
 NOTEBOOK_PAGES = [doc for doc in toc_files() if (ROOT / f"{doc}.ipynb").exists()]
 
 
