@@ -252,6 +252,10 @@ def main(config: dict) -> None:
     argv = config["argv"]
     try:
         os.execve(argv[0], argv, config["env"])
+    except PermissionError as exc:  # a venv in a home folder other users cannot enter (/root is 700)
+        fail(f"could not start {argv[0]}: {exc}; the submissions run as a user of their own, who must be able "
+             f"to read and run the Python environment: put it where every user can (under /opt or /usr/local), "
+             f"or open its folders to them (chmod o+rx on each folder above it)")
     except OSError as exc:
         fail(f"could not start {argv[0]}: {exc}")
 
