@@ -756,11 +756,17 @@ class StrictBarriers:
     each barrier and each graded call (``problem()``) checks that it is still in place; what it
     finds is kept here as well as raised, so code that catches the exception cannot hide it.
 
+    A block's threads run in the launching thread, one at a time, each on a stack of its own (a
+    greenlet), never as operating-system threads: a thread runs until it waits, at a barrier or a
+    warp-wide operation, or ends; once no thread can run, the scheduler releases a warp whose
+    lanes all wait at a warp operation, else checks the block's barrier and releases it. Switching
+    stacks costs about a microsecond where handing the interpreter between threads cost tens, so a
+    kernel with barriers and shuffles runs some thirty times faster, and a lane or a thread that
+    never arrives is named at once instead of after a timeout.
+
     A kernel whose code names no barrier and no warp-wide operation (``independent_threads``)
-    has threads that never wait for each other, so its threads run one after another in the
-    launching thread instead of as an operating-system thread each: one order a GPU may run
-    them in, at about a hundred times the simulator's rate (a grid-stride loop launched with a
-    fixed grid of 1024 blocks takes seconds, not minutes). A barrier such a kernel reaches
+    has threads that never wait for each other, so its threads run one after another without a
+    stack each: one order a GPU may run them in, faster still. A barrier such a kernel reaches
     anyway (through a name the scan cannot see) fails the call with a message saying so.
     """
 
@@ -773,7 +779,9 @@ class StrictBarriers:
 
         self.found = ""  # the first divergence since the last problem()
         sim_dir = os.path.dirname(os.path.abspath(kernel.__file__)) + os.sep
-        manager, thread_cls = kernel.BlockManager, kernel.BlockThread
+        import greenlet
+
+        manager = kernel.BlockManager
         barriers = self
 
         def site(frame) -> tuple[int, str]:
@@ -782,24 +790,13 @@ class StrictBarriers:
                 frame = frame.f_back
             return (frame.f_lineno, frame.f_code.co_name) if frame is not None else (0, "?")
 
-        def syncthreads(thread) -> None:  # BlockThread.syncthreads, which also notes where it waits
-            if thread.abort:
-                raise RuntimeError("abort flag set on syncthreads call")
+        def syncthreads(thread) -> None:  # Lane.syncthreads, which also notes where it waits
             if not barriers.intact():  # e.g. another block manager swapped in for this launch only
                 barriers.found = barriers.found or barriers.TAMPERED
             thread.barrier_site = site(sys._getframe(1))
             # its accesses after this barrier are ordered after every thread's before it (sim_memory's race check)
             thread.grader_phase = getattr(thread, "grader_phase", 0) + 1
-            block = thread._manager
-            with block.arrivals:  # the block's manager wakes when the last of its threads waits or ends
-                thread.syncthreads_blocked = True
-                block.waiting += 1
-                if block.waiting + block.ended >= block.size:
-                    block.arrivals.notify_all()
-            thread.syncthreads_event.wait()
-            thread.syncthreads_event.clear()
-            if thread.abort:
-                raise RuntimeError("abort flag set on syncthreads clear")
+            thread.wait(Lane.BARRIER)
 
         def run(self, grid_point, *args) -> None:  # BlockManager.run, which checks each barrier
             if not barriers.intact():
@@ -807,45 +804,91 @@ class StrictBarriers:
                 raise BarrierDivergence(barriers.TAMPERED)
             if independent_threads(self._f):
                 return run_in_turn(self, grid_point, args)
-            # One thread per simulated thread. This thread sleeps until every thread of the block
-            # waits at a barrier or has ended (counted under ``arrivals``), then checks the barrier
-            # and releases them: no polling, which would hold the interpreter from the threads.
-            self.arrivals = arrivals = threading_module.Condition()
-            self.size, self.waiting, self.ended, self.failed = int(np.prod(self._block_dim)), 0, 0, False
+            return run_cooperatively(self, grid_point, args)
 
-            def target():
-                t = threading_module.current_thread()
+        def run_cooperatively(self, grid_point, args) -> None:
+            """The block's threads, each a greenlet switched to in turn from this one (see above)."""
+            me = threading_module.get_ident()
+            active = threading_module._active
+            own = active.get(me)
+            hub = greenlet.getcurrent()
+            block_idx, dims, fn = Dim3(*grid_point), self._block_dim, self._f
+            self.block_state = np.zeros(dims, dtype=np.bool_)  # syncthreads_count/_and/_or's votes
+
+            def body(t):
                 try:
-                    self._f(*args)
+                    fn(*args)
                 except Exception as e:  # noqa: BLE001 - kept as the simulator keeps a thread's error
                     t.exception = (named(t, e), e.__traceback__)
-                finally:
-                    with arrivals:
-                        self.ended += 1
-                        self.failed = self.failed or t.exception is not None
-                        arrivals.notify_all()
+                t.state = Lane.ENDED
+                return t
 
-            threads = [thread_cls(target, self, grid_point, p, self._debug) for p in np.ndindex(*self._block_dim)]
-            for t in threads:
-                t.start()
-            with arrivals:
+            threads = []
+            for k, point in enumerate(np.ndindex(*dims[::-1])):  # x fastest, as thread_id counts
+                t = Lane(self, block_idx, Dim3(*point[::-1]), k, hub)
+                t.greenlet = greenlet.greenlet(body, parent=hub)
+                threads.append(t)
+            runnable = threads
+            try:
                 while True:
-                    arrivals.wait_for(lambda: self.failed or self.waiting + self.ended >= self.size)
-                    if self.failed:
-                        _abort(threads)
-                        raise thread_error(next(t for t in threads if t.exception))
-                    if self.ended == self.size:
-                        break
-                    waiting = {t for t in threads if t.syncthreads_blocked}
+                    for t in runnable:
+                        active[me] = t
+                        came = t.greenlet.switch(t) if t.state == Lane.NEW else t.greenlet.switch()
+                        active[me] = own
+                        if t.exception is not None:
+                            _abort_lanes(threads, active, me, own)
+                            raise thread_error(t)
+                        if came is not t or t.state not in (Lane.BARRIER, Lane.WARP, Lane.ENDED) or (
+                                t.state == Lane.ENDED) != t.greenlet.dead:
+                            # a stack switched to the scheduler some other way than by waiting
+                            _abort_lanes(threads, active, me, own)
+                            barriers.found = barriers.found or barriers.TAMPERED
+                            raise BarrierDivergence(barriers.TAMPERED)
+                    runnable = release_warps(threads)
+                    if runnable:
+                        continue
+                    waiting = {t for t in threads if t.state == Lane.BARRIER}
+                    if not waiting:
+                        return
                     problem = divergence(grid_point, threads, waiting)
                     if problem:
-                        _abort(threads)
+                        _abort_lanes(threads, active, me, own)
                         barriers.found = barriers.found or problem
                         raise BarrierDivergence(problem)
-                    self.waiting = 0
-                    for t in waiting:
-                        t.syncthreads_blocked = False
-                        t.syncthreads_event.set()
+                    runnable = sorted(waiting, key=lambda t: t.thread_id)
+                    for t in runnable:
+                        t.state = Lane.RUNNING
+            finally:
+                if own is not None:
+                    active[me] = own
+                else:
+                    active.pop(me, None)
+
+        def release_warps(threads):
+            """The lanes to run next: those of each warp whose lanes all wait at a warp operation.
+            Where only some do (the others ended or wait at the block's barrier), the waiting lanes
+            run on to an error that says so, raised in their own code."""
+            warps: dict = {}
+            for t in threads:
+                warps.setdefault(t.thread_id // 32, []).append(t)
+            go, failed = [], []
+            for warp, lanes in warps.items():
+                at = [t for t in lanes if t.state == Lane.WARP]
+                if not at:
+                    continue
+                if len(at) == len(lanes):
+                    go += at
+                else:
+                    failed += at
+            if failed:
+                for t in failed:
+                    t.state, t.pending = Lane.RUNNING, RuntimeError(
+                        f"{t.warp_op}: not every lane of warp {t.thread_id // 32} reached it (a lane returned "
+                        "early or took another branch); on a GPU the result would be undefined")
+                return failed
+            for t in go:
+                t.state = Lane.RUNNING
+            return go
 
         def run_in_turn(self, grid_point, args) -> None:
             """The block's threads one after another, each in this thread posing as it."""
@@ -898,11 +941,7 @@ class StrictBarriers:
             first_site = next(iter(waiting)).barrier_site
             if len(waiting) == len(threads) and all(t.barrier_site == first_site for t in waiting):
                 return ""
-            gone = sorted((t for t in threads if t not in waiting), key=lambda t: t.thread_id)
-            for t in gone:  # a thread that raised: its error is the one to report
-                if t.exception:
-                    _abort(threads)
-                    raise thread_error(t)
+            gone = sorted((t for t in threads if t not in waiting), key=lambda t: t.thread_id)  # all ended cleanly
             sites: dict = {}
             for t in sorted(waiting, key=lambda t: t.thread_id):
                 sites.setdefault(t.barrier_site, []).append(t)
@@ -921,11 +960,11 @@ class StrictBarriers:
         def who(ts) -> str:
             return f"threadIdx {ts[0].threadIdx}" + (" and others" if len(ts) > 1 else "")
 
-        thread_cls.syncthreads = syncthreads
+        Lane.syncthreads = syncthreads
         manager.run = run
         # What a launch goes through to reach the two methods above: each must stay as it is.
-        self._expected = [(kernel, "BlockManager", manager), (kernel, "BlockThread", thread_cls),
-                          (manager, "run", run), (thread_cls, "syncthreads", syncthreads),
+        self._expected = [(kernel, "BlockManager", manager), (manager, "run", run), (Lane, "syncthreads", syncthreads),
+                          (Lane, "wait", vars(Lane)["wait"]), (greenlet, "greenlet", greenlet.greenlet),
                           (kernel.FakeCUDAKernel, "__call__", vars(kernel.FakeCUDAKernel)["__call__"]),
                           (kernelapi.FakeCUDAModule, "syncthreads", vars(kernelapi.FakeCUDAModule)["syncthreads"]),
                           (kernelapi, "threading", threading_module),
@@ -949,6 +988,66 @@ class StrictBarriers:
 
 class BarrierDivergence(Exception):
     """Threads of one block did not all reach the same ``cuda.syncthreads()``."""
+
+
+class Lane:
+    """A simulated CUDA thread of a block run by ``StrictBarriers``' scheduler, on a greenlet of its
+    own: what the simulator's ``cuda`` module reads from ``threading.current_thread()``, and where
+    the thread waits (``wait`` switches to the scheduler until it releases the thread)."""
+
+    NEW, RUNNING, BARRIER, WARP, ENDED = range(5)
+    daemon = True
+
+    def __init__(self, manager, block_idx, thread_idx, thread_id: int, hub) -> None:
+        self._manager, self.blockIdx, self.threadIdx, self.thread_id, self.hub = (
+            manager, block_idx, thread_idx, thread_id, hub)
+        self.state, self.exception, self.abort, self.pending, self.greenlet = Lane.NEW, None, False, None, None
+        self.barrier_site, self.warp_op = (0, "?"), ""
+
+    @property
+    def name(self) -> str:
+        return f"CUDA thread {self.threadIdx} of block {self.blockIdx}"
+
+    def is_alive(self) -> bool:
+        return self.state != Lane.ENDED
+
+    def wait(self, state: int) -> None:
+        if self.abort:
+            raise RuntimeError("abort flag set on syncthreads call")
+        self.state = state
+        self.hub.switch(self)
+        if self.abort:
+            raise RuntimeError("abort flag set on syncthreads clear")
+        if self.pending is not None:  # the scheduler's word on this wait (a warp not every lane reached)
+            error, self.pending = self.pending, None
+            raise error
+
+    def warp_wait(self, what: str) -> None:
+        """Wait until every lane of this thread's warp waits at a warp operation (sim_warps)."""
+        self.warp_op = what
+        self.wait(Lane.WARP)
+
+    def syncthreads(self) -> None:  # replaced by StrictBarriers, which notes where the thread waits
+        raise RuntimeError("the grader's barriers are not installed")
+
+    def _vote(self, value):
+        import numpy as np
+
+        state = self._manager.block_state
+        state[self.threadIdx.x, self.threadIdx.y, self.threadIdx.z] = value
+        self.syncthreads()
+        votes = np.array(state)
+        self.syncthreads()  # no thread votes again before every thread has read this vote
+        return votes
+
+    def syncthreads_count(self, value) -> int:
+        return int(np.count_nonzero(self._vote(value)))
+
+    def syncthreads_and(self, value) -> int:
+        return 1 if np.all(self._vote(value)) else 0
+
+    def syncthreads_or(self, value) -> int:
+        return 1 if np.any(self._vote(value)) else 0
 
 
 class InTurn:
@@ -1042,12 +1141,23 @@ def _scan(fn, seen: set) -> bool:
     return True
 
 
-def _abort(threads) -> None:
-    """Release every thread of a block, telling it to stop (as the simulator does on an error)."""
+def _abort_lanes(threads, active, me: int, own) -> None:
+    """Stop every thread of a block still waiting, in its own code, as the simulator does on an
+    error: each unwinds (its ``finally`` blocks run, posing as it) and a barrier it reaches then fails."""
+    import greenlet
+
     for t in threads:
         t.abort = True
-        t.syncthreads_blocked = False
-        t.syncthreads_event.set()
+        if t.greenlet is not None and not t.greenlet.dead:
+            active[me] = t
+            try:
+                t.greenlet.throw(greenlet.GreenletExit)
+            except Exception:  # noqa: BLE001 - the block already failed: the first error is the one reported
+                pass
+    if own is not None:
+        active[me] = own
+    else:
+        active.pop(me, None)
 
 
 def _grader_module(source: str, name: str, given: dict | None = None) -> dict:
