@@ -752,8 +752,9 @@ class StrictBarriers:
     a barrier inside a divergent ``if`` passes there, while on a GPU it may hang or read slots
     not yet written.
 
-    Installed once per process, before learner code runs (``strict_barriers()``). Each block,
-    each barrier and each graded call (``problem()``) checks that it is still in place; what it
+    Installed once per process, before learner code runs (``strict_barriers()``). Each block
+    and each graded call (``problem()``) checks that it is still in place, and a barrier reached
+    by a thread the scheduler did not make fails the launch; what it
     finds is kept here as well as raised, so code that catches the exception cannot hide it.
 
     A block's threads run in the launching thread, one at a time, each on a stack of its own (a
@@ -791,8 +792,9 @@ class StrictBarriers:
             return (frame.f_lineno, frame.f_code.co_name) if frame is not None else (0, "?")
 
         def syncthreads(thread) -> None:  # Lane.syncthreads, which also notes where it waits
-            if not barriers.intact():  # e.g. another block manager swapped in for this launch only
+            if type(thread) is not Lane:  # the simulator's own threads: another block manager runs this launch
                 barriers.found = barriers.found or barriers.TAMPERED
+                raise BarrierDivergence(barriers.TAMPERED)
             thread.barrier_site = site(sys._getframe(1))
             # its accesses after this barrier are ordered after every thread's before it (sim_memory's race check)
             thread.grader_phase = getattr(thread, "grader_phase", 0) + 1
@@ -960,10 +962,11 @@ class StrictBarriers:
         def who(ts) -> str:
             return f"threadIdx {ts[0].threadIdx}" + (" and others" if len(ts) > 1 else "")
 
-        Lane.syncthreads = syncthreads
+        Lane.syncthreads = kernel.BlockThread.syncthreads = syncthreads
         manager.run = run
         # What a launch goes through to reach the two methods above: each must stay as it is.
         self._expected = [(kernel, "BlockManager", manager), (manager, "run", run), (Lane, "syncthreads", syncthreads),
+                          (kernel, "BlockThread", kernel.BlockThread), (kernel.BlockThread, "syncthreads", syncthreads),
                           (Lane, "wait", vars(Lane)["wait"]), (greenlet, "greenlet", greenlet.greenlet),
                           (kernel.FakeCUDAKernel, "__call__", vars(kernel.FakeCUDAKernel)["__call__"]),
                           (kernelapi.FakeCUDAModule, "syncthreads", vars(kernelapi.FakeCUDAModule)["syncthreads"]),
@@ -1223,7 +1226,8 @@ def install_sim_memory(install, allocators: bool = True):
     memory = install(guarded=lambda: GUARD.active,
                      host_rules=lambda: (bool(GUARD.rules.get("host_read")), bool(GUARD.rules.get("host_write"))),
                      refuse=GUARD.refuse, allocators=allocators, frame=_quiet_frame,
-                     kernel_print=_kernel_print() if allocators else None)
+                     kernel_print=_kernel_print() if allocators else None,
+                     kernel_thread=lambda t: type(t) is Lane or type(t) is InTurn)
     strict_barriers().expect(sim_kernel.FakeCUDAKernel, "__call__")
     return memory
 

@@ -276,13 +276,16 @@ class Fault(Exception):
     """What the access check found (kept; raised only where a GPU would fault too)."""
 
 
-def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None, kernel_print=None):
+def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None, kernel_print=None,
+            kernel_thread=lambda t: getattr(t, "blockIdx", None) is not None):
     """Patch the simulator once; the Memory object the runner uses. ``guarded()``: learner code may
     run under the exercise's rules now; ``host_rules()``: (host reads forbidden, host writes
     forbidden); ``refuse(what)``: the exception for a forbidden call; ``allocators``: the cuda
     module's device_array, to_device ... make the grader's arrays too (a sandbox; not a notebook,
     whose own code goes on with the stock simulator's); ``kernel_print``: the print a graded launch's
-    kernels get (a sandbox's own output, which host code cannot catch as it can sys.stdout)."""
+    kernels get (a sandbox's own output, which host code cannot catch as it can sys.stdout);
+    ``kernel_thread(t)``: whether a thread object is one of a kernel's simulated threads (the
+    grader's scheduler's own: no thread object learner code builds holds a kernel's arrays)."""
     from numba.cuda.simulator import kernel as kmod
     from numba.cuda.simulator import kernelapi
     from numba.cuda.simulator.cudadrv import devicearray as sim_da
@@ -624,9 +627,9 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
     def who(launch):
         """(global thread id, ordering key, thread) of the simulated thread running now, or None."""
         t = active.get(get_ident()) or current_thread()
-        b = getattr(t, "blockIdx", None)
-        if b is None:
+        if not kernel_thread(t):  # only threads the grader's block scheduler made hold a kernel's arrays
             return None
+        b = t.blockIdx
         g = launch.grid
         block = b.x + g[0] * (b.y + g[1] * b.z)
         tid = t.thread_id
