@@ -23,8 +23,8 @@ The model (chapter 7, *Memory access*):
 - Shared memory has 32 banks of 4-byte words; a request takes as many passes as the most used
   bank has distinct words (threads reading the same word share it: a broadcast).
 
-Kernels run in turn (``autograder.runner.StrictBarriers``) or one OS thread per simulated thread
-(the stock simulator, and kernels with barriers); both are recorded the same way.
+Kernels run in turn or one greenlet per simulated thread (``autograder.runner.StrictBarriers``), or
+one OS thread per simulated thread (the stock simulator); all are recorded the same way.
 
 Not modelled: caches (bytes moved are the sectors each request asks for, as Nsight's
 sectors-per-request counts them, not DRAM traffic), local arrays, and wide loads. An atomic

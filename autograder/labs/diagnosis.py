@@ -35,7 +35,7 @@ def _cdiv(a: int, b: int) -> int:
 def _row_cases(sim: bool) -> list[dict]:
     """One value, rows shorter and longer than a warp, and (largest, so that check's profile
     traces it) at least 32 rows: the slow kernel's warp then spans 32 rows."""
-    if sim:  # the fixed kernel waits at barriers: the simulator runs a thread each, slowly
+    if sim:  # the fixed kernel waits at barriers: the simulator switches between its threads at each, slowly
         shapes = [(1, 1), (3, 33), (7, 3), (2, 700), (32, 48)]
     else:
         shapes = [(1, 1), (31, 33), (33, 31), (1000, 3), (3, 1025), (1025, 1023), (7, 100_003),
@@ -273,8 +273,8 @@ LAB = Lab(
             inputs=_vector_inputs,
             outputs={"out": Out(lambda p: (p["n"],))},
             reference=lambda x: {"out": x[_reversed_tiles(x.size)]},
-            # With its barrier, each of the 256 threads of a block is an operating-system thread in the
-            # simulator: 8 blocks in all there.
+            # With its barrier, the simulator switches between the 256 threads of a block at each
+            # barrier: 8 blocks in all there.
             cases=_vector_cases([1, 3, 255, 257, 600]),
             timing_case={"n": TIMED_N},
             baseline=_base_reverse_tiles,
