@@ -836,14 +836,12 @@ class StrictBarriers:
                     for t in runnable:
                         active[me] = t
                         came = t.greenlet.switch(t) if t.state == Lane.NEW else t.greenlet.switch()
-                        active[me] = own
+                        _pose(active, me, own)
                         if t.exception is not None:
-                            _abort_lanes(threads, active, me, own)
                             raise thread_error(t)
                         if came is not t or t.state not in (Lane.BARRIER, Lane.WARP, Lane.ENDED) or (
                                 t.state == Lane.ENDED) != t.greenlet.dead:
                             # a stack switched to the scheduler some other way than by waiting
-                            _abort_lanes(threads, active, me, own)
                             barriers.found = barriers.found or barriers.TAMPERED
                             raise BarrierDivergence(barriers.TAMPERED)
                     runnable = release_warps(threads)
@@ -854,17 +852,16 @@ class StrictBarriers:
                         return
                     problem = divergence(grid_point, threads, waiting)
                     if problem:
-                        _abort_lanes(threads, active, me, own)
                         barriers.found = barriers.found or problem
                         raise BarrierDivergence(problem)
                     runnable = sorted(waiting, key=lambda t: t.thread_id)
                     for t in runnable:
                         t.state = Lane.RUNNING
+            except BaseException:  # the threads still waiting unwind now, not whenever they are collected
+                _abort_lanes(threads, active, me, own)
+                raise
             finally:
-                if own is not None:
-                    active[me] = own
-                else:
-                    active.pop(me, None)
+                _pose(active, me, own)
 
         def release_warps(threads):
             """The lanes to run next: those of each warp whose lanes all wait at a warp operation.
@@ -1157,10 +1154,15 @@ def _abort_lanes(threads, active, me: int, own) -> None:
                 t.greenlet.throw(greenlet.GreenletExit)
             except Exception:  # noqa: BLE001 - the block already failed: the first error is the one reported
                 pass
-    if own is not None:
-        active[me] = own
-    else:
+    _pose(active, me, own)
+
+
+def _pose(active: dict, me: int, thread) -> None:
+    """What ``threading.current_thread()`` answers in this OS thread from now on."""
+    if thread is None:
         active.pop(me, None)
+    else:
+        active[me] = thread
 
 
 def _grader_module(source: str, name: str, given: dict | None = None) -> dict:
