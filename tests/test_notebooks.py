@@ -239,11 +239,22 @@ COMPILER = textwrap.dedent('''
     CCS = json.loads(sys.argv[1])
     launches = pickle.load(open(sys.argv[2], "rb")) if len(sys.argv) > 2 else []
     real_jit, report, pyfuncs = cuda.jit, {}, {}
+    from numba.cuda import compiler
     def compile_each(fn, name, sig):
+        # Typed and lowered once, for the oldest GPU; then NVVM makes each GPU's PTX from that IR. Where
+        # the oldest GPU's lowering fails, each GPU is compiled on its own, as compile_ptx does.
+        lowered = getattr(compiler, "_compile_pyfunc_with_fixup", None)
+        try:
+            lib = lowered(fn, sig, device=False, cc=tuple(CCS[0]), abi="numba")[0] if lowered else None
+        except Exception:
+            lib = None
         for cc in CCS:
             key = f"{name}{'' if isinstance(sig, str) else '(' + ', '.join(map(str, sig)) + ')'} sm_{cc[0]}{cc[1]}"
             try:
-                cuda.compile_ptx(fn, sig, cc=tuple(cc))
+                if lib is not None:
+                    lib.get_asm_strs(cc=tuple(cc))
+                else:
+                    cuda.compile_ptx(fn, sig, cc=tuple(cc))
                 report[key] = "ok"
             except Exception as e:
                 report[key] = f"{type(e).__name__}: {' '.join(str(e).split())[:600]}"
