@@ -908,10 +908,7 @@ class StrictBarriers:
                         t.exception = (named(t, e), e.__traceback__)
                         raise thread_error(t) from None
             finally:
-                if own is not None:
-                    active[me] = own
-                else:
-                    active.pop(me, None)
+                _pose(active, me, own)
 
         def named(t, e: BaseException) -> BaseException:
             """The error as the simulator words a thread's: its thread and block first."""
