@@ -116,7 +116,7 @@ def checker(lab_name: str):
         setup = lab.grading_setup(simulator)  # the set-up cell's imports: the function uses them unimported
         for use in forbidden_uses(source, ex.name, ex.forbidden, setup):
             print(f"warning: {use} is forbidden in this exercise; the grader gives 0 for it")
-        for use in static_problems(source, ex.name, ex.forbidden, policy=ex.simulate is not None, setup=setup):
+        for use in static_problems(source, ex.forbidden, policy=ex.simulate is not None, setup=setup):
             print(f"warning: {use} is not allowed in graded code for this exercise; the grader gives 0 for it")
         rng = np.random.default_rng()
         if ex.simulate is not None:

@@ -126,6 +126,23 @@ class ForbiddenCall(Exception):
 _IN_HOOK = threading.local()
 
 
+class _CodeSet:
+    """Code objects by identity, nested ones included (kept alive, so that their ids stay theirs)."""
+
+    def __init__(self) -> None:
+        self.ids: set[int] = set()
+        self.codes: list = []
+
+    def add_code(self, code) -> None:
+        todo = [code]
+        while todo:
+            c = todo.pop()
+            if id(c) not in self.ids:
+                self.ids.add(id(c))
+                self.codes.append(c)
+                todo.extend(k for k in c.co_consts if hasattr(k, "co_code"))
+
+
 class Guard:
     """Which code is the learner's (by code object), and the rules of the exercise running now.
 
@@ -134,8 +151,8 @@ class Guard:
     """
 
     def __init__(self) -> None:
-        self.code_ids: set[int] = set()
-        self.codes: list = []  # keep the code objects alive so their ids stay theirs
+        learner = _CodeSet()
+        self.code_ids, self.add_code = learner.ids, learner.add_code
         self.rules: dict = {}
         self.exercise = ""
         self.active = False  # learner code may run (load or a call)
@@ -143,16 +160,6 @@ class Guard:
         # the runner's stand-ins for array methods, once they let a call through: what the library
         # does below them is its own (CuPy's compiled fill calls numpy.asarray with no frame between)
         self.library_acts: set[int] = set()
-
-    def add_code(self, code) -> None:
-        todo = [code]
-        while todo:
-            c = todo.pop()
-            if id(c) in self.code_ids:
-                continue
-            self.code_ids.add(id(c))
-            self.codes.append(c)
-            todo.extend(k for k in c.co_consts if hasattr(k, "co_code"))
 
     def caller_is_learner(self, depth: int = 2, transparent=None, through_runner: bool = True) -> bool:
         """Whether the code that made this call is the learner's. Frames of the standard library
@@ -166,7 +173,7 @@ class Guard:
             return False
         # the guard's own stand-ins (a wrapped numpy.array that NumPy calls) act for their caller too
         while f is not None and id(f.f_code) not in self.code_ids and (
-                _see_through(f.f_code.co_filename, transparent) or
+                _acts_for_caller(f.f_code, transparent) or
                 (through_runner and f.f_code.co_filename == _RUNNER_FILE)):
             if f.f_code.co_name == "<module>" or id(f.f_code) in self.library_acts:
                 return False  # a module of the library being imported: what it does is its own
@@ -203,26 +210,46 @@ def _stdlib_roots() -> tuple[str, ...]:
     return tuple(r.rstrip(os.sep) + os.sep for r in roots if r)
 
 
+def _site_roots() -> tuple[str, ...]:
+    """This interpreter's own folders of installed packages (as written and resolved): a folder that
+    only calls itself site-packages (one a submission made under /tmp) is none of them."""
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    roots = {paths["purelib"], paths["platlib"], *site.getsitepackages()}
+    return tuple({p.rstrip(os.sep) + os.sep for r in roots if r for p in (r, os.path.realpath(r))})
+
+
 _STDLIB = _stdlib_roots()
+_SITE_ROOTS = _site_roots()
 _RUNNER_FILE = __file__
-_SITE = ("site-packages", "dist-packages")
+# The grader's own folder, and the course's beside it (a notebook's check() runs the runner in-process).
+_GRADER_DIRS = tuple(os.path.join(d, "") for d in {os.path.dirname(os.path.abspath(__file__)),
+                                                     os.path.join(os.path.dirname(os.path.dirname(
+                                                         os.path.abspath(__file__))), "course")})
 
 
 _CODEGEN = tuple(os.sep + n for n in ("collections" + os.sep + "__init__.py", "dataclasses.py", "typing.py",
                                        "enum.py"))
 
 
-def _library_code(event: str, args) -> bool:
-    """Code that comes from a library file on disk: a module being imported."""
-    if event == "exec":
-        code = args[0] if args else None
-        if not hasattr(code, "co_filename") or id(code) in GUARD.code_ids:
-            return False
-        filename = code.co_filename
-    else:
-        filename = args[1] if len(args) > 1 else ""
-    filename = filename if isinstance(filename, str) else ""
-    return (filename.startswith(_STDLIB) or any(s in filename for s in _SITE)) and os.path.isfile(filename)
+def _library_code(event: str, args, frame) -> bool:
+    """Code the import system is compiling or running from a file of the standard library or of an
+    installed package: a module being imported. Judged by the file the import system's loader
+    reads, not by the name the code calls its file (a .pyc written to /tmp may give any)."""
+    if event == "exec" and (not args or id(args[0]) in GUARD.code_ids):
+        return False
+    while frame is not None:  # the loader's frame: exec_module or get_code, in the import system's own code
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap_external"):
+            path = getattr(frame.f_locals.get("self"), "path", None)
+            if isinstance(path, str):
+                real = os.path.realpath(path)
+                if event == "compile" and (len(args) < 2 or args[1] != path):
+                    return False  # compiling other source than the file being imported
+                return real.startswith(_STDLIB + _SITE_ROOTS) and os.path.isfile(real)
+        frame = frame.f_back
+    return False
 
 
 def _codegen(frame) -> bool:
@@ -231,18 +258,38 @@ def _codegen(frame) -> bool:
         frame.f_code.co_filename.startswith(_STDLIB)
 
 
+# Installed packages whose code may act on its own: the libraries the labs are written against and
+# those they call into. Default deny: every other package's frames (a template engine, an expression
+# evaluator) act for whoever called them, as the standard library's do, so that no call is laundered
+# through them; so does code made at run time ("<template>", "<string>"), whose caller is on the stack.
+# (The import hooks that .pth files install, _numba_cuda_redirector, _distutils_hack and an editable
+# install's finder, act for the import system.)
+_TRUSTED_PACKAGES = frozenset({"numpy", "numba", "numba_cuda", "llvmlite", "cupy", "cupyx", "cupy_backends",
+                               "fastrlock", "torch", "torchgen", "functorch", "triton", "cuda", "nvidia",
+                               "_numba_cuda_redirector", "_distutils_hack"})
+
+
+_GRADER_CODE = _CodeSet()  # the grader's modules sent as source (_grader_module): code made at run time, but ours
+
+
+def _acts_for_caller(code, packages=None) -> bool:
+    """A frame running ``code`` acts for whoever called it (see _see_through), unless it is the grader's."""
+    return id(code) not in _GRADER_CODE.ids and _see_through(code.co_filename, packages)
+
+
 def _see_through(filename: str, packages=None) -> bool:
-    """A frame of the standard library (not of an installed package), or of one of ``packages``."""
+    """A frame that acts for its caller: of the standard library, of code made at run time, of an
+    installed package not in _TRUSTED_PACKAGES, or of one of ``packages`` (trusted or not)."""
     if filename.startswith("<frozen"):
         return True
-    if filename.startswith(_STDLIB) and not any(s in filename for s in _SITE):
+    for root in _SITE_ROOTS:  # before the standard library's: a system Python's site-packages lies inside it
+        if filename.startswith(root):
+            top = filename[len(root):].split(os.sep, 1)[0].removesuffix(".py")
+            trusted = top in _TRUSTED_PACKAGES or top.startswith("__editable__")
+            return not trusted or bool(packages) and top in packages
+    if filename.startswith(_STDLIB):
         return True
-    if packages:  # the package's own folder under site-packages (a venv's path may hold the same name)
-        for site in _SITE:
-            _, found, rest = filename.partition(f"{os.sep}{site}{os.sep}")
-            if found and rest.split(os.sep, 1)[0] in packages:
-                return True
-    return False
+    return not filename.startswith(_GRADER_DIRS)  # only the grader's own files act on their own
 
 # Audit events that learner code may not raise while it runs: they build code the guard
 # does not know, load native code, or reach objects and frames the guard relies on.
@@ -280,7 +327,7 @@ def _audit(event: str, args) -> None:
             return
         if _codegen(sys._getframe(1)):
             return  # namedtuple, dataclass and the like build their classes from checked names
-        if event in ("compile", "exec") and _library_code(event, args):
+        if event in ("compile", "exec") and _library_code(event, args, sys._getframe(1)):
             return  # importing a module of the standard library or of an installed package
         if event == "object.__getattr__" and (args[1] if len(args) > 1 else "") not in _FRAME_ATTRIBUTES:
             return  # only the attributes that hand out stack frames
@@ -343,7 +390,7 @@ def _wrap_reflection(obj, full: str):
             f = sys._getframe(1)
             code = f.f_code
             if code not in library:  # libraries call these all the time: one frame and a set lookup for them
-                if id(code) in guard.code_ids or (not _reflection_helper(f) and _see_through(code.co_filename)
+                if id(code) in guard.code_ids or (not _reflection_helper(f) and _acts_for_caller(code)
                                                   and not _names_its_own(code, a)):
                     if guard.caller_is_learner(2, through_runner=False) and guard.denied(full):
                         raise guard.refuse(full)
@@ -1164,7 +1211,9 @@ def _grader_module(source: str, name: str, given: dict | None = None) -> dict:
     """One of the grader's modules, sent as source (the sandbox holds no file of the grader): its
     namespace. ``given``: names it is handed before it runs."""
     namespace: dict = {"__name__": f"grader_{name}", **(given or {})}
-    exec(compile(source, f"<grader {name}>", "exec"), namespace)
+    code = compile(source, f"<grader {name}>", "exec")
+    _GRADER_CODE.add_code(code)
+    exec(code, namespace)
     return namespace
 
 
@@ -1506,7 +1555,8 @@ class Runner:
             if where == "pinned" and self.gpu:
                 self._pin(view)
             if where in ("host", "pinned"):
-                return view
+                # in the simulator an object that uploads but does no host maths (on a GPU, NumPy's own)
+                return view if self.sim_memory is None else self.sim_memory.host_array(view)
             if backend in ("torch", "triton"):
                 import torch
 

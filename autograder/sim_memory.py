@@ -511,11 +511,78 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
         __copy__ = __deepcopy__ = lambda self, *a: (_ for _ in ()).throw(
             TypeError("a device array cannot be copied on the host: use cuda.device_array_like and a kernel"))
 
+    class HostArray:
+        """An input the exercise leaves on the host (NumPy memory of the caller's), as the learner's code
+        holds it: its shape, views of it (x[a:b]) and uploads (cuda.to_device, copy_to_device, cuda.pinned).
+        Its elements are a kernel's to read once uploaded; reading them in Python, or NumPy's maths on
+        them, is host access, which the exercise's rules decide."""
+        __slots__ = ("__weakref__",)
+        __array_ufunc__ = None
+
+        def __new__(cls, *args, **kwargs):
+            raise TypeError("host arrays are the exercise's inputs")
+
+        shape = property(lambda self: _host_view(self).shape)
+        dtype = property(lambda self: _host_view(self).dtype)
+        size = property(lambda self: _host_view(self).size)
+        ndim = property(lambda self: _host_view(self).ndim)
+        strides = property(lambda self: _host_view(self).strides)
+        itemsize = property(lambda self: _host_view(self).itemsize)
+        nbytes = property(lambda self: _host_view(self).nbytes)
+
+        def __len__(self):
+            return len(_host_view(self))
+
+        def __repr__(self):
+            v = _host_view(self)
+            return f"<host array shape={v.shape} dtype={v.dtype}>"
+
+        __str__ = __repr__
+
+        def __getitem__(self, key):
+            out = _host_view(self)[_plain_key(key)]
+            if isinstance(out, np.ndarray):
+                return host_handle(out)
+            _host("read", "reading a host array's elements in Python (upload it: a kernel reads them)")
+            return out
+
+        def __array__(self, dtype=None, copy=None):
+            _host("read", "a host array as a NumPy array (upload it: a kernel reads it)")
+            v = np.array(_host_view(self))
+            return v if dtype is None else v.astype(dtype)
+
+        def __iter__(self):
+            _host("read", "reading a host array's elements in Python (upload it: a kernel reads them)")
+            return iter(np.array(_host_view(self)))
+
+        def __setitem__(self, key, value):
+            raise TypeError("the exercise's host input is not the code's to change (upload it; a kernel writes the "
+                            "outputs)")
+
+        def __getattr__(self, name):
+            raise AttributeError(f"a host array here has shape, dtype, size, views (x[a:b]) and uploads "
+                                 f"(cuda.to_device, copy_to_device, cuda.pinned), not .{name}: the work is a kernel's")
+
+        def __reduce_ex__(self, *args):
+            raise TypeError("a host array cannot be copied or pickled here: upload it")
+
+        __copy__ = __deepcopy__ = __reduce_ex__
+
+    def host_handle(view: np.ndarray) -> HostArray:
+        h = object.__new__(HostArray)
+        register(h, (view, None))
+        return h
+
+    def _host_view(obj) -> np.ndarray:
+        return record_of(obj)[0]
+
     def _plain_copy(value) -> np.ndarray:
         """A value learner code gives to be copied into device memory, as a plain NumPy array of its own:
         no hook of the learner's (a subclass, __array_function__) runs while the grader's memory is reachable."""
         if isinstance(value, DeviceArray):
             return np.array(_view(value))
+        if isinstance(value, HostArray):
+            return np.array(_host_view(value))
         out = np.array(value, subok=False)
         if out.dtype.hasobject:
             raise TypeError("a device array holds numbers")
@@ -561,11 +628,13 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
         """The flat elements of the allocation that ``view`` covers (a range where it is contiguous)."""
         if view.size == 0:
             return range(0)
+        span = max(1, view.itemsize // rec.base.itemsize)  # a view of a wider type covers several per element
         if view.flags.c_contiguous or view.flags.f_contiguous:
             first = element(rec, view, (0,) * view.ndim)
             last = element(rec, view, tuple(s - 1 for s in view.shape))
-            return range(min(first, last), max(first, last) + 1)
-        return [element(rec, view, idx) for idx in np.ndindex(*view.shape)]
+            return range(min(first, last), max(first, last) + span)
+        return [f for idx in np.ndindex(*view.shape) for f in range(element(rec, view, idx),
+                                                                     element(rec, view, idx) + span)]
 
     def _mark_written(rec: Allocation, view: np.ndarray) -> None:
         if rec.written is None:
@@ -769,11 +838,14 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
                 if idx is None:  # slices: a view of the same memory
                     return kernel_view(launch, view[key], rec, state_key)
                 flat = _flat(k, idx)
-            if rec.written is not None and not rec.written[flat]:
-                fault(f"kernel '{launch.name}' read element {flat} of {rec.name} at line {frame(1).f_lineno} before "
-                      "any thread wrote it (on a GPU it holds whatever was there before)")
-            if state_key is not None:
-                check(launch, rec, state_key, flat, "r", frame(1).f_lineno)
+            if k[8] > 1:  # an element of a wider type than the allocation's: it covers several of them
+                covered(k, flat, "r", frame(1).f_lineno)
+            else:
+                if rec.written is not None and not rec.written[flat]:
+                    fault(f"kernel '{launch.name}' read element {flat} of {rec.name} at line {frame(1).f_lineno} "
+                          "before any thread wrote it (on a GPU it holds whatever was there before)")
+                if state_key is not None:
+                    check(launch, rec, state_key, flat, "r", frame(1).f_lineno)
             if state["tap"] is not None:
                 state["tap"](self, view, idx, 0, frame(1), rec.space == "shared")
             return view[idx]
@@ -792,11 +864,13 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
                                         f"{type(value).__name__}")
                 value = view.dtype.type(value)  # a plain number: no hook of a subclass runs on the memory
             flat = _flat(k, idx)
-            if state_key is not None:
+            if k[8] > 1:
+                covered(k, flat, "w", frame(1).f_lineno)
+            elif state_key is not None:
                 check(launch, rec, state_key, flat, "w", frame(1).f_lineno)
             view[idx] = value
             if rec.written is not None:
-                rec.written[flat] = 1
+                rec.written[flat:flat + k[8]] = b"\1" * k[8]
             if state["tap"] is not None:
                 state["tap"](self, view, idx, 1, frame(1), rec.space == "shared")
 
@@ -833,7 +907,8 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
         return k[0], k[1].T, k[2], k[3]
 
     def _inside(arr):
-        """(launch, view, allocation, state key, origin, strides, shape, itemsize) of a kernel array,
+        """(launch, view, allocation, state key, origin, strides, shape, the allocation's itemsize, the
+        allocation's elements one element covers) of a kernel array,
         while its launch runs. (Nothing else can hold one then: a kernel's code reaches no host object
         it could leave it in, and the launching thread waits for the kernel's threads.)"""
         entry = store.get(id(arr))  # removed by weakref.finalize when an array dies: an id here is this array's
@@ -888,8 +963,21 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
     def kernel_view(launch, view, rec, state_key):
         k = object.__new__(KernelArray)
         origin = view.__array_interface__["data"][0] - rec.address  # bytes from the allocation's start
-        register(k, (launch, view, rec, state_key, origin, view.strides, view.shape, rec.base.itemsize))
+        span = max(1, view.itemsize // rec.base.itemsize)  # the allocation's elements one of the view's covers
+        register(k, (launch, view, rec, state_key, origin, view.strides, view.shape, rec.base.itemsize, span))
         return k
+
+    def covered(k, flat: int, kind: str, line: int) -> None:
+        """An access through a view of a wider type (a uint64 view of float16, a complex64 view of
+        float32) is an access to each element of the allocation it covers: each is checked, not
+        only the first, so that no read of another thread's value hides in the upper part."""
+        launch, rec, state_key = k[0], k[2], k[3]
+        for f in range(flat, flat + k[8]):
+            if kind in "ra" and rec.written is not None and not rec.written[f]:
+                fault(f"kernel '{launch.name}' read element {f} of {rec.name} at line {line} before any thread "
+                      "wrote it (on a GPU it holds whatever was there before)")
+            if state_key is not None:
+                check(launch, rec, state_key, f, kind, line)
 
     # ------------------------------------------------------------------ making arrays
     def device_array(shape=None, dtype=np.float64, strides=None, order="C", stream=0):
@@ -899,7 +987,8 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
                                        False))
 
     def device_array_like(ary, stream=0):
-        src = _view(ary) if isinstance(ary, DeviceArray) else np.asarray(ary)
+        src = _view(ary) if isinstance(ary, DeviceArray) else _host_view(ary) if isinstance(ary, HostArray) \
+            else np.asarray(ary)
         return device_array(src.shape, src.dtype)
 
     def to_device(obj, stream=0, copy=True, to=None):
@@ -1156,17 +1245,20 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
                 if idx is None:
                     raise KernelRefused(f"line {line}: cuda.atomic.{op} takes one element's index")
             flat = _flat(k, idx)
-            if rec.written is not None and not rec.written[flat] and op != "exch":
-                fault(f"kernel '{launch.name}' updated element {flat} of {rec.name} with cuda.atomic.{op} at line "
-                      f"{line} before any thread wrote it (the update reads it first: on a GPU it holds whatever "
-                      "was there before)")
-            if state_key is not None:
-                check(launch, rec, state_key, flat, "a", line)
+            if k[8] > 1:
+                covered(k, flat, "w" if op == "exch" else "a", line)
+            else:
+                if rec.written is not None and not rec.written[flat] and op != "exch":
+                    fault(f"kernel '{launch.name}' updated element {flat} of {rec.name} with cuda.atomic.{op} at "
+                          f"line {line} before any thread wrote it (the update reads it first: on a GPU it holds "
+                          "whatever was there before)")
+                if state_key is not None:
+                    check(launch, rec, state_key, flat, "a", line)
             with atomic_lock:
                 old = view[idx]
                 view[idx] = _ATOMIC[op](view.dtype.type, old, *vals)
             if rec.written is not None:
-                rec.written[flat] = 1
+                rec.written[flat:flat + k[8]] = b"\1" * k[8]
             if state["tap"] is not None:
                 state["tap"](array, view, idx, 2, frame(1), rec.space == "shared")
             return old
@@ -1206,6 +1298,7 @@ def install(*, guarded, host_rules, refuse, allocators: bool = True, frame=None,
     class Memory:
         """What the runner uses."""
         array = staticmethod(grader_array)
+        host_array = staticmethod(host_handle)  # an input left on the host
         Device = DeviceArray
 
         @staticmethod

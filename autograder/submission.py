@@ -715,21 +715,6 @@ def _attribute_problem(attr: str, private_ok: bool = False) -> str:
     return ""
 
 
-def _runs_at_load(stmt: ast.stmt) -> list[ast.AST]:
-    """The parts of a top-level statement that run when its cell runs: all of it, but for a
-    function only its decorators, defaults and annotations, and for a class its decorators,
-    bases, keywords and body (its methods as functions)."""
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        a = stmt.args
-        annotations = [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]
-                       if x is not None and x.annotation is not None]
-        return [*stmt.decorator_list, *a.defaults, *(d for d in a.kw_defaults if d is not None), *annotations,
-                *([stmt.returns] if stmt.returns else [])]
-    if isinstance(stmt, ast.ClassDef):
-        return [*stmt.decorator_list, *stmt.bases, *stmt.keywords] + [p for s in stmt.body for p in _runs_at_load(s)]
-    return [stmt]
-
-
 def _pattern_problem(node: ast.MatchClass, prog: Program) -> str:
     """Positional class patterns read the attributes the class names in ``__match_args__``: allowed
     where the check knows them (a builtin that matches the subject itself, or the code's own plain
@@ -786,22 +771,19 @@ def _construct_problems(node: ast.AST, prog: Program, match_args_ok: set[int]) -
     return [f for f in found if f]
 
 
-def static_problems(code: str | ast.Module | Program, function: str, patterns, policy: bool = False,
+def static_problems(code: str | ast.Module | Program, patterns, policy: bool = False,
                     setup: str = "") -> list[str]:
-    """Dynamic constructs in the code an exercise runs, for exercises that forbid calls: in the
-    function and what it reaches, and in what runs when the code is loaded."""
+    """Dynamic constructs anywhere in the graded code, for exercises that forbid calls. All of it, not
+    only what the exercise's function names: code reaches code without naming it (a decorator or a
+    class's __init_subclass__ that registers it, a list it was appended to at load)."""
     if not patterns or policy:
         return []
     prog = Program.of(code, setup)
     if prog is None:
         return []
-    scopes = {id(s): (s, s) for s in prog.reachable(function)}
-    for stmt in prog.tree.body:
-        for part in _runs_at_load(stmt):
-            scopes.setdefault(id(part), (part, stmt))
     found, match_args_ok = set(), set()
-    for part, stmt in scopes.values():
-        for node in ast.walk(part):
+    for stmt in prog.tree.body:
+        for node in ast.walk(stmt):
             found.update(f"{p} ({prog.where(stmt, node)})" for p in _construct_problems(node, prog, match_args_ok))
     return sorted(found)
 
@@ -830,7 +812,7 @@ def static_verdicts(src: Source, rules: dict[str, tuple], setup: str = "") -> di
         if used:
             verdicts[name] = ("forbidden_call", "uses calls this exercise forbids: " + _listed(used))
             continue
-        problems = static_problems(prog, name, patterns, policy=policy)
+        problems = static_problems(prog, patterns, policy=policy)
         if problems:
             verdicts[name] = ("forbidden_construct",
                               "uses a construct graded code may not use here: " + _listed(problems))

@@ -285,7 +285,6 @@ def check_book(run: Run, extra_rows: set[str] = frozenset(), optional_rows: set[
 
 # --------------------------------------------------------------------------- forged, library, speed
 KERNEL_CLASSES = {"forged", "library", "speed"}
-LABS = ("first_kernel", "reduction", "batching", "triton_kernels", "diagnosis", "custom_ops")
 AIMED_AT: dict[str, set[str]] = {}  # lab -> the exercises its attacks aim at
 for _key, _exp in EXPECTED.items():
     AIMED_AT.setdefault(_key.split("/")[0], set()).add(_exp["exercise"])

@@ -314,9 +314,10 @@ def _run_local(ex, fn, params, inputs):
         judge.close()
 
 
-def test_pinned_args_stay_numpy_arrays_on_the_host():
-    """Inputs named in pinned_args reach the function as NumPy arrays (page-locked on a GPU),
-    and the judge still sees it when the function modifies one."""
+def test_pinned_args_reach_the_code_as_host_handles_in_the_simulator():
+    """Inputs named in pinned_args stay on the host (NumPy arrays, page-locked, on a GPU, where the
+    judge sees it when the function modifies one). In the simulator they are handles: shape, views
+    and uploads, but no host maths and no writes."""
     from autograder.measure import compare
     from autograder.spec import Exercise, Out
 
@@ -329,19 +330,19 @@ def test_pinned_args_stay_numpy_arrays_on_the_host():
     seen = []
 
     def upload(x, out):
-        seen.append(type(x))
-        out.copy_to_device(x)
+        seen.append((type(x).__name__, x.shape, x.dtype, len(x[1:3])))
+        out[:2].copy_to_device(x[:2])
+        out[2:].copy_to_device(x[2:])
 
     outputs, after, faults = _run_local(ex, upload, params, inputs)
-    assert seen == [np.ndarray] and not faults
+    assert seen == [("HostArray", (5,), np.float32, 2)] and not faults
     assert compare(ex, params, inputs, outputs, after).passed
 
-    def scribble(x, out):
-        out.copy_to_device(x)
-        x[0] += 1.0
-
-    outputs, after, faults = _run_local(ex, scribble, params, inputs)
-    assert "input 'x' was modified" in compare(ex, params, inputs, outputs, after, faults).message
+    for name, work in (("scribble", lambda x, out: x.__setitem__(0, 1.0)),
+                       ("host maths", lambda x, out: out.copy_to_device(x * 2)),
+                       ("NumPy's methods", lambda x, out: out.copy_to_device(x.copy()))):
+        with pytest.raises(Exception, match="not the code's to change|unsupported operand|the work is a kernel's"):
+            _run_local(ex, work, params, inputs)
 
 
 def test_torch_backend_passes_tensors_poisons_outputs_and_sees_mutation():
@@ -963,16 +964,26 @@ def test_grade_profile_on_a_gpu_runs_nsight_in_the_sandbox_and_changes_no_grade(
     assert "sectors/request" in test["output"]
 
 
-def test_the_torch_guard_sees_through_a_package_by_its_folder_not_a_name_in_the_path():
-    """A virtual environment at /opt/torch/.venv must not make Triton's frames look like torch's:
-    the guard would then take Triton's own torch calls (its autotuner's zero_) for the learner's."""
-    from autograder.runner import _see_through
+def test_the_guards_judge_a_frame_by_the_interpreters_own_package_folders(monkeypatch):
+    """Which frames act for their caller: a package is known by its folder under this interpreter's own
+    site-packages. A virtual environment at /opt/torch/.venv must not make Triton's frames look like
+    torch's (the guard would take Triton's own torch calls, its autotuner's zero_, for the learner's);
+    a folder that only calls itself site-packages (one a submission made under /tmp) holds no trusted
+    package; and any package but the labs' own libraries acts for its caller (a template engine
+    cannot make a forbidden call for the learner)."""
+    from autograder import runner
 
     venv = "/opt/torch/.venv/lib/python3.12/site-packages"
-    assert _see_through(f"{venv}/torch/_tensor.py", ("torch", "numpy"))
-    assert _see_through("/usr/lib/python3/dist-packages/numpy/lib/_stride_tricks_impl.py", ("torch", "numpy"))
-    assert not _see_through(f"{venv}/triton/testing.py", ("torch", "numpy"))
-    assert not _see_through(f"{venv}/triton/testing.py")
+    monkeypatch.setattr(runner, "_SITE_ROOTS", (venv + "/", "/usr/lib/python3/dist-packages/"))
+    see = runner._see_through
+    assert see(f"{venv}/torch/_tensor.py", ("torch", "numpy"))
+    assert see("/usr/lib/python3/dist-packages/numpy/lib/_stride_tricks_impl.py", ("torch", "numpy"))
+    assert not see(f"{venv}/triton/testing.py", ("torch", "numpy"))
+    assert not see(f"{venv}/triton/testing.py")
+    assert not see(f"{venv}/_numba_cuda_redirector.py")  # an import hook, for the import system
+    assert see(f"{venv}/jinja2/environment.py") and see(f"{venv}/sympy/core/sympify.py")
+    assert see("/tmp/x/site-packages/numpy/evil.py") and see("<template>") and see("<string>")
+    assert not see(runner.__file__)  # the grader's own
 
 
 def test_retired_runner_output_is_read_after_it_closed():

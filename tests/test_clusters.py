@@ -141,7 +141,7 @@ def test_the_solution_uses_nothing_forbidden():
     for name, code in _answer_cells().items():
         ex = LAB.exercise(name)
         assert not forbidden_uses(code, name, ex.forbidden), name
-        assert not static_problems(code, name, ex.forbidden), name
+        assert not static_problems(code, ex.forbidden), name
 
 
 def test_the_bank_of_hostile_submissions():

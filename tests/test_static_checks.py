@@ -28,7 +28,7 @@ DENY = ("numpy.*", "*.copy_to_host", "*.copy_to_device")  # first_kernel's kind 
 
 
 def problems(code: str) -> list[str]:
-    return static_problems(code, "f", DENY)
+    return static_problems(code, DENY)
 
 
 def uses(code: str) -> list[str]:
@@ -116,12 +116,20 @@ def test_literal_templates_without_special_fields_stay_allowed():
     assert problems(code) == [] and uses(code) == []
 
 
-def test_code_that_runs_when_loaded_is_checked_whatever_the_function_reaches():
-    """Decorators, defaults and class bodies run when the cell runs, reached or not."""
+def test_all_the_graded_code_is_checked_whatever_the_function_names():
+    """Decorators, defaults and class bodies run when the cell runs; and code reaches code without
+    naming it: a list a helper was appended to, a decorator or __init_subclass__ that registers it,
+    an instance made at load whose method does the work."""
     for code in ("def helper(d=object.__dict__):\n    pass\n\ndef f():\n    pass\n",
                  "@print.__self__\ndef helper():\n    pass\n\ndef f():\n    pass\n",
-                 "class Helper:\n    d = object.__subclasses__()\n\ndef f():\n    pass\n"):
-        assert problems(code), code
+                 "class Helper:\n    d = object.__subclasses__()\n\ndef f():\n    pass\n",
+                 "H = []\ndef _impl(x):\n    return x.__dict__\nH.append(_impl)\ndef f(x):\n    return H[0](x)\n",
+                 "H = []\n@H.append\ndef _impl(x):\n    return x.__dict__\ndef f(x):\n    return H[0](x)\n",
+                 "H = []\nclass B:\n    def __init_subclass__(cls):\n        H.append(cls)\n"
+                 "class C(B):\n    def run(self, x):\n        return x.__dict__\ndef f(x):\n    return H[0]().run(x)\n",
+                 "class C:\n    def __call__(self, x):\n        return x.__dict__\nR = [C()]\n"
+                 "def f(x):\n    return R[0](x)\n"):
+        assert any(attr in p for p in problems(code) for attr in (".__dict__", ".__self__", ".__subclasses__")), code
 
 
 @pytest.mark.parametrize("attack, words", [
@@ -131,6 +139,8 @@ def test_code_that_runs_when_loaded_is_checked_whatever_the_function_reaches():
     ("match_args_positional", ".__dict__, in __match_args__"),
     ("format_literal_dunder", ".__dict__, in a format template"),
     ("format_runtime_template", "not a string literal"),
+    ("hidden_init_closure", ".__closure__"),
+    ("appended_helper", ".cell_contents"),
 ])
 def test_the_attacks_are_refused_by_the_static_check(attack, words):
     checked = load_and_check(ATTACKS / f"{attack}.py", NAMES, RULES)

@@ -186,14 +186,14 @@ def test_solution_answers_use_nothing_forbidden():
     for ex in LAB.exercises:
         assert ex.name in src.answers
         assert not forbidden_uses(src.code, ex.name, ex.forbidden), ex.name
-        assert not static_problems(src.code, ex.name, ex.forbidden), ex.name
+        assert not static_problems(src.code, ex.forbidden), ex.name
 
 
 @pytest.mark.parametrize("name", ["cupy_matmul", "cublas_gemmex"])
 def test_library_products_are_refused(name):
     ex = LAB.exercise(EXPECTED[name]["exercise"])
     src = load(BANK / f"{name}.py", [e.name for e in LAB.exercises])
-    assert forbidden_uses(src.code, ex.name, ex.forbidden) or static_problems(src.code, ex.name, ex.forbidden)
+    assert forbidden_uses(src.code, ex.name, ex.forbidden) or static_problems(src.code, ex.forbidden)
 
 
 # --------------------------------------------------------------------------- on a GPU

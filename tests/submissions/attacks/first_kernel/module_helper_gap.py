@@ -1,8 +1,8 @@
-# ATTACK (library, past the static check by a gap in it): the static check reads the exercise's function,
-# what it names, and the module's top-level statements, but not the functions those statements call: a
-# helper called at load can `import gc` and `import sys`. It looks for the runner's guard with
-# gc.get_objects to switch it off.
-# A secure grader gives 0 points for vector_add: the audit hook refuses gc.get_objects from graded code.
+# ATTACK (library; past the static check by a gap it had until it read all graded code): the static check
+# read the exercise's function, what it names, and the module's top-level statements, but not the
+# functions those statements called: a helper called at load could `import gc` and `import sys`. It looks for
+# the runner's guard with gc.get_objects to switch it off.
+# A secure grader gives 0 points for vector_add: the static check refuses its imports, and the audit hook gc.get_objects.
 def _prepare():
     import gc
     import sys

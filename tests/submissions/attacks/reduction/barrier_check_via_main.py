@@ -1,6 +1,6 @@
-# ATTACK (forged, simulator, runs past the static check): the grader's runner is the process's __main__
+# ATTACK (forged, simulator; ran past the static check until it read all graded code): the grader's runner is the process's __main__
 # module, and rlcompleter imports __main__ when it loads, so `from rlcompleter import __main__` hands over
-# the runner; the import sits in a helper called at load, which the static check does not read. The
+# the runner; the import sits in a helper called at load, which the static check did not read. The
 # runner's barrier check is told to expect nothing, so it never notices the lenient barrier put back; the
 # kernel has its barrier inside the if.
 # A secure grader gives 0 points for block_sums: learner code must not reach the runner's own objects.

@@ -1,6 +1,6 @@
-# ATTACK (forged, simulator, runs past the static check): block_sums with its barrier inside the if (the
+# ATTACK (forged, simulator; ran past the static check until it read all graded code): block_sums with its barrier inside the if (the
 # bug the lab warns about), and the simulator's strict barrier check switched off. A helper called at load
-# (the static check does not read it) puts back the simulator's own lenient barrier: a block manager that
+# (the static check did not read it) puts back the simulator's own lenient barrier: a block manager that
 # releases a barrier once every thread still running waits somewhere, and a syncthreads that only waits.
 # A secure grader gives 0 points for block_sums: the check must hold whatever the submission's code does to
 # the simulator's classes.
