@@ -700,6 +700,20 @@ DYNAMIC_MODULES = {"importlib", "ctypes", "_ctypes", "gc", "sys", "inspect", "bu
 # Attributes that reach stack frames, code and closures (and from there, everything).
 INTROSPECTION = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
                  "gi_code", "cr_frame", "ag_frame", "cell_contents", "co_consts", "co_code"}
+# Serialisers a library carries with it (numba's cloudpickle): they read any function's closure and globals.
+VENDORED = {"cloudpickle", "serialize"}
+
+
+def _module_problem(dotted: str) -> bool:
+    """An import graded code may not make: a module that reaches frames, code or reflection, under
+    any package (numba.cloudpickle as well as pickle), or a private module of a library (numpy._core)."""
+    if dotted == "__future__":
+        return False
+    parts = dotted.split(".")
+    return parts[0] in DYNAMIC_MODULES or any(p in DYNAMIC_MODULES or p in VENDORED or p.startswith("_")
+                                              for p in parts[1:]) or parts[0].startswith("_")
+
+
 DUNDERS_ALLOWED = {"__init__", "__name__", "__doc__", "__len__", "__call__", "__repr__", "__str__"}
 
 
@@ -739,14 +753,15 @@ def _construct_problems(node: ast.AST, prog: Program, match_args_ok: set[int]) -
     if isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__", "__loader__", "__spec__"):
         return [node.id]
     if isinstance(node, ast.Import):
-        return [f"import {a.name}" for a in node.names if a.name.split(".")[0] in DYNAMIC_MODULES]
+        return [f"import {a.name[:80]}" for a in node.names if _module_problem(a.name)]
     if isinstance(node, ast.ImportFrom):
         found = []
-        if (node.module or "").split(".")[0] in DYNAMIC_MODULES or node.level:
+        if _module_problem(node.module or "") or node.level:
             found.append(f"from {'.' * min(node.level, 3)}{(node.module or '')[:80]} import")
-        # e.g. `from rlcompleter import __main__`: a module's dunders are no library API
-        return found + [f"from {(node.module or '')[:80]} import {a.name}" for a in node.names
-                        if a.name.startswith("__") and a.name not in DUNDERS_ALLOWED]
+        # e.g. `from rlcompleter import __main__`, `from numpy.core import _ufunc_reconstruct`: a module's
+        # dunders and private names are no library API (the private ones read attributes for their caller)
+        return found + [f"from {(node.module or '')[:80]} import {a.name[:80]}" for a in node.names
+                        if a.name.startswith("_") and a.name not in DUNDERS_ALLOWED]
     found = []
     if isinstance(node, ast.Attribute):
         owner = node.value.id if isinstance(node.value, ast.Name) else ""

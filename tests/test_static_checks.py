@@ -470,3 +470,20 @@ def test_names_the_labs_set_up_imports_are_read_through_it():
     assert forbidden_uses(code, "f", patterns) == [], "without the set-up the name stays unresolved"
     own = "import numpy as cuda\n" + code  # the answer's own import wins over the set-up's
     assert not any(u.startswith("numba.cuda") for u in forbidden_uses(own, "f", patterns, lab.grading_setup(True)))
+
+
+@pytest.mark.parametrize("code", [
+    "from numpy.core import _ufunc_reconstruct as r\n",  # getattr(__import__(m), name) for its caller
+    "from numba.cloudpickle.cloudpickle import subimport\n",  # a vendored serialiser: reads closures, imports
+    "import numba.cloudpickle\n",
+    "import numpy._core.multiarray\n",
+    "import _pickle\n",
+    "from numba.core import serialize\n",
+])
+def test_private_modules_names_and_vendored_serialisers_are_not_imported(code):
+    assert problems(code + "def f():\n    pass\n"), code
+
+
+def test_public_imports_and_future_stay_allowed():
+    assert problems("from __future__ import annotations\nimport math\nfrom numba import cuda, float32\n"
+                    "import numpy as np\ndef f():\n    pass\n") == []
