@@ -761,7 +761,8 @@ def _construct_problems(node: ast.AST, prog: Program, match_args_ok: set[int]) -
         # e.g. `from rlcompleter import __main__`, `from numpy.core import _ufunc_reconstruct`: a module's
         # dunders and private names are no library API (the private ones read attributes for their caller)
         return found + [f"from {(node.module or '')[:80]} import {a.name[:80]}" for a in node.names
-                        if a.name.startswith("_") and a.name not in DUNDERS_ALLOWED]
+                        if a.name.startswith("_") and a.name not in DUNDERS_ALLOWED
+                        or a.name in VENDORED]  # from numba import cloudpickle
     found = []
     if isinstance(node, ast.Attribute):
         owner = node.value.id if isinstance(node.value, ast.Name) else ""
