@@ -94,9 +94,9 @@ def rules(ex: Exercise) -> dict:
     cupy_math = ex.backend == "cupy" and "cupy.*" in deny
     tensor_math = ex.backend == "triton" or (ex.backend == "torch" and "torch.*" in deny)  # torch only holds the data
     if deny and ex.simulate is None:  # as the static check: code that may not build names reaches no reflection
-        from .runner import REFLECTION
+        from .runner import INTROSPECTION_CALLS, REFLECTION
 
-        extra += list(REFLECTION)
+        extra += list(REFLECTION) + list(INTROSPECTION_CALLS)
     return {"deny": deny + extra, "allow": allow, "host_read": host_read, "host_write": host_write,
             "array_math": cupy_math, "tensor_math": tensor_math, "methods": methods}
 

@@ -252,10 +252,22 @@ def _library_code(event: str, args, frame) -> bool:
     return False
 
 
-def _codegen(frame) -> bool:
-    """The standard library's own code generation (only from identifiers it has checked)."""
-    return frame is not None and frame.f_code.co_filename.endswith(_CODEGEN) and \
-        frame.f_code.co_filename.startswith(_STDLIB)
+def _codegen(frame, event: str, args) -> bool:
+    """The standard library's own code generation: namedtuple, dataclasses and enum build code from
+    identifiers they have checked. typing compiles a forward reference's string, which may be any
+    expression (a string annotation read by typing.get_type_hints): there only a dotted name of public
+    names passes (Optional["Node"], "np.ndarray"), and the code it became."""
+    name = frame.f_code.co_filename if frame is not None else ""
+    if not (name.endswith(_CODEGEN) and name.startswith(_STDLIB)):
+        return False
+    if not name.endswith(os.sep + "typing.py"):
+        return True
+    what = args[0] if args else None
+    if event == "compile":
+        what = what.decode("utf-8", "replace") if isinstance(what, bytes) else what
+        return isinstance(what, str) and all(p.isidentifier() and not p.startswith("_") for p in what.split("."))
+    return hasattr(what, "co_names") and not any(n.startswith("_") for n in what.co_names) and \
+        not any(hasattr(c, "co_code") for c in what.co_consts)
 
 
 # Installed packages whose code may act on its own: the libraries the labs are written against and
@@ -325,7 +337,7 @@ def _audit(event: str, args) -> None:
                 return
         elif not GUARD.caller_is_learner(2):
             return
-        if _codegen(sys._getframe(1)):
+        if _codegen(sys._getframe(1), event, args):
             return  # namedtuple, dataclass and the like build their classes from checked names
         if event in ("compile", "exec") and _library_code(event, args, sys._getframe(1)):
             return  # importing a module of the standard library or of an installed package
@@ -351,6 +363,12 @@ def _audit(event: str, args) -> None:
 # (exec, eval and compile are the audit hook's: it refuses them to learner code however reached.)
 REFLECTION = ("builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.vars", "builtins.globals",
               "builtins.locals", "operator.attrgetter", "operator.methodcaller")  # these two: classes
+# The standard library's readers of closures, members and frames: with them, a method of an object the
+# learner holds hands over what its closure holds (the simulator's own memory).
+# (Not its frame readers, currentframe and stack: a stand-in would hand out its own frame, and they go
+# through sys._getframe, which the audit hook refuses to learner callers.)
+INTROSPECTION_CALLS = ("inspect.getclosurevars", "inspect.getmembers", "inspect.getmembers_static",
+                       "inspect.getattr_static", "inspect.getgeneratorlocals", "inspect.getcoroutinelocals")
 # Those that read the caller's own frame when called with no argument (vars(), globals(), locals()).
 _FRAME_READERS = {"builtins.vars": "f_locals", "builtins.globals": "f_globals", "builtins.locals": "f_locals"}
 

@@ -697,11 +697,18 @@ DYNAMIC_MODULES = {"importlib", "ctypes", "_ctypes", "gc", "sys", "inspect", "bu
                    "code", "codeop", "dis", "runpy", "pty", "signal", "socket", "cffi", "weakref", "copyreg",
                    "pkgutil", "string", "traceback", "logging", "timeit", "faulthandler", "tracemalloc", "pdb", "bdb",
                    "autograder", "course", "__main__"}
+# Modules that other modules hold as attributes (dataclasses.inspect, typing.sys, numba.core.serialize):
+# reached that way as well as imported. (Not names as common as a module's types, code or string.)
+MODULE_ATTRIBUTES = DYNAMIC_MODULES - {"types", "code", "string", "signal", "socket", "logging", "timeit",
+                                       "concurrent", "course"}
 # Attributes that reach stack frames, code and closures (and from there, everything).
 INTROSPECTION = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
                  "gi_code", "cr_frame", "ag_frame", "cell_contents", "co_consts", "co_code"}
-# Serialisers a library carries with it (numba's cloudpickle): they read any function's closure and globals.
-VENDORED = {"cloudpickle", "serialize"}
+# A library's own machinery: its compiler's front end (numba.core.compiler.run_frontend builds a function's IR,
+# closure values included), the serialiser it carries (numba's cloudpickle). It reads any function's closure
+# and globals for its caller, in code the guards trust. Graded code uses a library's public API.
+LIBRARY_INTERNALS = {"cloudpickle", "serialize", "core", "compiler", "interpreter", "bytecode", "ir", "ir_utils",
+                     "typeinfer", "misc", "simulator", "cudadrv"}
 
 
 def _module_problem(dotted: str) -> bool:
@@ -710,7 +717,7 @@ def _module_problem(dotted: str) -> bool:
     if dotted == "__future__":
         return False
     parts = dotted.split(".")
-    return parts[0] in DYNAMIC_MODULES or any(p in DYNAMIC_MODULES or p in VENDORED or p.startswith("_")
+    return parts[0] in DYNAMIC_MODULES or any(p in MODULE_ATTRIBUTES or p in LIBRARY_INTERNALS or p.startswith("_")
                                               for p in parts[1:]) or parts[0].startswith("_")
 
 
@@ -724,6 +731,8 @@ def _attribute_problem(attr: str, private_ok: bool = False) -> str:
         return f".{attr}"
     if attr in INTROSPECTION:
         return f".{attr}"
+    if attr in MODULE_ATTRIBUTES or attr in LIBRARY_INTERNALS:
+        return f".{attr}, a module graded code may not use"
     if attr.startswith("_") and not attr.startswith("__") and not private_ok:
         return f".{attr}, a private attribute"
     return ""
@@ -762,7 +771,7 @@ def _construct_problems(node: ast.AST, prog: Program, match_args_ok: set[int]) -
         # dunders and private names are no library API (the private ones read attributes for their caller)
         return found + [f"from {(node.module or '')[:80]} import {a.name[:80]}" for a in node.names
                         if a.name.startswith("_") and a.name not in DUNDERS_ALLOWED
-                        or a.name in VENDORED]  # from numba import cloudpickle
+                        or a.name in LIBRARY_INTERNALS or a.name in MODULE_ATTRIBUTES]  # from dataclasses import inspect
     found = []
     if isinstance(node, ast.Attribute):
         owner = node.value.id if isinstance(node.value, ast.Name) else ""

@@ -487,3 +487,17 @@ def test_private_modules_names_and_vendored_serialisers_are_not_imported(code):
 def test_public_imports_and_future_stay_allowed():
     assert problems("from __future__ import annotations\nimport math\nfrom numba import cuda, float32\n"
                     "import numpy as np\ndef f():\n    pass\n") == []
+
+
+@pytest.mark.parametrize("code", [
+    "import dataclasses\ndef f(x):\n    return dataclasses.inspect.getclosurevars(type(x).__len__)\n",
+    "from dataclasses import inspect\ndef f():\n    pass\n",
+    "import typing\ndef f():\n    return typing.sys.modules\n",
+    "import numba\ndef f():\n    return numba.core.serialize\n",
+])
+def test_modules_held_as_another_modules_attributes_are_refused_too(code):
+    assert any("a module graded code may not use" in p or "import" in p for p in problems(code)), problems(code)
+
+
+def test_common_attribute_names_that_are_also_modules_stay_allowed():
+    assert problems("from numba import types\nimport numba\ndef f(e):\n    return numba.types.float32, e.code\n") == []

