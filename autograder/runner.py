@@ -1318,6 +1318,50 @@ def install_triton_guard(install, sandbox: bool = True):
                    refuse=GUARD.refuse, learner_line=learner_line, kernel_print=_kernel_print() if sandbox else None)
 
 
+def _as_learners(fn):
+    """A callable learner code hands a library to call back (a Triton heuristic or hook): it runs in a
+    frame that counts as the learner's, so that what it does is judged as the learner's own call even
+    where it is a C-level object (a functools.partial, a builtin) that makes no frame of its own, and
+    the library that calls it is one the guards trust."""
+    if fn is None or not callable(fn):
+        return fn
+
+    def learner_callback(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return learner_callback
+
+
+def guard_triton_callbacks() -> None:
+    """Triton's heuristics and autotuner hooks take callables from learner code: each runs as the
+    learner's (see _as_learners)."""
+    at = sys.modules.get("triton.runtime.autotuner")
+    if at is None or getattr(at.Heuristics.__init__, "_grader", False):
+        return
+    GUARD.add_code(_as_learners(len).__code__)  # learner_callback's code: one for every closure
+    heuristics_init, autotuner_init, config_init = at.Heuristics.__init__, at.Autotuner.__init__, at.Config.__init__
+
+    def heuristics(self, fn, arg_names, values, *args, **kwargs):
+        heuristics_init(self, fn, arg_names, {k: _as_learners(v) for k, v in dict(values).items()}, *args, **kwargs)
+
+    def autotuner(self, *args, **kwargs):
+        for name in ("pre_hook", "post_hook", "do_bench"):
+            kwargs[name] = _as_learners(kwargs.get(name))
+        if kwargs.get("prune_configs_by"):
+            kwargs["prune_configs_by"] = {k: _as_learners(v) for k, v in dict(kwargs["prune_configs_by"]).items()}
+        autotuner_init(self, *args, **kwargs)
+
+    def config(self, *args, **kwargs):
+        if len(args) > 5:  # (kwargs, num_warps, num_stages, num_ctas, maxnreg, pre_hook, ...)
+            args = (*args[:5], _as_learners(args[5]), *args[6:])
+        kwargs["pre_hook"] = _as_learners(kwargs.get("pre_hook"))
+        config_init(self, *args, **kwargs)
+
+    for cls, init in ((at.Heuristics, heuristics), (at.Autotuner, autotuner), (at.Config, config)):
+        init._grader = True
+        cls.__init__ = init
+
+
 _BARRIERS: list = []
 
 
@@ -1458,6 +1502,10 @@ class Runner:
                 __import__(lib)
             except Exception:  # noqa: BLE001 - a library missing here is reported when used
                 pass
+        if "triton" in sys.modules:
+            import triton.runtime.autotuner  # noqa: F401 - its heuristics and hooks take learner callables
+
+            guard_triton_callbacks()
         if job.get("memtrace") and not self.gpu:
             self.load_memtrace(job["memtrace"])
         if job.get("sim_warps") and not self.gpu:
