@@ -1344,9 +1344,10 @@ def guard_triton_callbacks() -> None:
     def heuristics(self, fn, arg_names, values, *args, **kwargs):
         heuristics_init(self, fn, arg_names, {k: _as_learners(v) for k, v in dict(values).items()}, *args, **kwargs)
 
-    def autotuner(self, *args, **kwargs):
+    def autotuner(self, *args, **kwargs):  # (triton.autotune passes these by name; only those given are set)
         for name in ("pre_hook", "post_hook", "do_bench"):
-            kwargs[name] = _as_learners(kwargs.get(name))
+            if kwargs.get(name) is not None:
+                kwargs[name] = _as_learners(kwargs[name])
         if kwargs.get("prune_configs_by"):
             kwargs["prune_configs_by"] = {k: _as_learners(v) for k, v in dict(kwargs["prune_configs_by"]).items()}
         autotuner_init(self, *args, **kwargs)
@@ -1354,7 +1355,8 @@ def guard_triton_callbacks() -> None:
     def config(self, *args, **kwargs):
         if len(args) > 5:  # (kwargs, num_warps, num_stages, num_ctas, maxnreg, pre_hook, ...)
             args = (*args[:5], _as_learners(args[5]), *args[6:])
-        kwargs["pre_hook"] = _as_learners(kwargs.get("pre_hook"))
+        if kwargs.get("pre_hook") is not None:
+            kwargs["pre_hook"] = _as_learners(kwargs["pre_hook"])
         config_init(self, *args, **kwargs)
 
     for cls, init in ((at.Heuristics, heuristics), (at.Autotuner, autotuner), (at.Config, config)):
