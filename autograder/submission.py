@@ -829,7 +829,7 @@ def static_verdicts(src: Source, rules: dict[str, tuple], setup: str = "") -> di
     prog = Program.of(src.program or src.code, setup)
     if prog is None:
         return {}
-    verdicts = {}
+    verdicts, constructs = {}, None  # the whole code's constructs: walked once, for every exercise with rules
     for name, (patterns, policy) in rules.items():
         if name in src.unparsed:
             continue
@@ -837,10 +837,13 @@ def static_verdicts(src: Source, rules: dict[str, tuple], setup: str = "") -> di
         if used:
             verdicts[name] = ("forbidden_call", "uses calls this exercise forbids: " + _listed(used))
             continue
-        problems = static_problems(prog, patterns, policy=policy)
-        if problems:
+        if not patterns or policy:
+            continue
+        if constructs is None:
+            constructs = static_problems(prog, patterns)
+        if constructs:
             verdicts[name] = ("forbidden_construct",
-                              "uses a construct graded code may not use here: " + _listed(problems))
+                              "uses a construct graded code may not use here: " + _listed(constructs))
     return verdicts
 
 
