@@ -65,7 +65,9 @@ def hidden_libraries(ex: Exercise) -> dict[str, str]:
     deny = set(p for p in ex.forbidden if not p.startswith("!"))
     allow = [p[1:] for p in ex.forbidden if p.startswith("!")]
     out = {}
-    for lib, packages in (("cupy", ("cupy", "cupyx", "cupy_backends")), ("torch", ("torch", "torchgen", "functorch"))):
+    # (Triton goes with torch: it works on torch's tensors, and its JITFunction reads any function's closure.)
+    for lib, packages in (("cupy", ("cupy", "cupyx", "cupy_backends")),
+                          ("torch", ("torch", "torchgen", "functorch", "triton"))):
         if f"{lib}.*" in deny and lib not in libraries(ex) and not any(a.startswith(lib + ".") for a in allow):
             for pkg in packages:
                 out[pkg] = f"exercise '{ex.name}' forbids {lib}"

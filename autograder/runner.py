@@ -1318,12 +1318,15 @@ def install_triton_guard(install, sandbox: bool = True):
                    refuse=GUARD.refuse, learner_line=learner_line, kernel_print=_kernel_print() if sandbox else None)
 
 
+_LEARNER_CALLBACK = object()  # learner_callback's code below: one code object for every closure
+
+
 def _as_learners(fn):
     """A callable learner code hands a library to call back (a Triton heuristic or hook): it runs in a
     frame that counts as the learner's, so that what it does is judged as the learner's own call even
     where it is a C-level object (a functools.partial, a builtin) that makes no frame of its own, and
     the library that calls it is one the guards trust."""
-    if fn is None or not callable(fn):
+    if fn is None or not callable(fn) or getattr(fn, "__code__", None) is _LEARNER_CALLBACK:
         return fn
 
     def learner_callback(*args, **kwargs):
@@ -1332,13 +1335,16 @@ def _as_learners(fn):
     return learner_callback
 
 
+_LEARNER_CALLBACK = _as_learners(len).__code__
+
+
 def guard_triton_callbacks() -> None:
-    """Triton's heuristics and autotuner hooks take callables from learner code: each runs as the
-    learner's (see _as_learners)."""
+    """Triton's heuristics, autotuner hooks and a kernel's pre-run hooks take callables from learner
+    code: each runs as the learner's (see _as_learners)."""
     at = sys.modules.get("triton.runtime.autotuner")
     if at is None or getattr(at.Heuristics.__init__, "_grader", False):
         return
-    GUARD.add_code(_as_learners(len).__code__)  # learner_callback's code: one for every closure
+    GUARD.add_code(_LEARNER_CALLBACK)
     heuristics_init, autotuner_init, config_init = at.Heuristics.__init__, at.Autotuner.__init__, at.Config.__init__
 
     def heuristics(self, fn, arg_names, values, *args, **kwargs):
@@ -1362,6 +1368,31 @@ def guard_triton_callbacks() -> None:
     for cls, init in ((at.Heuristics, heuristics), (at.Autotuner, autotuner), (at.Config, config)):
         init._grader = True
         cls.__init__ = init
+    # Pre-run hooks, however they were added (add_pre_run_hook, or appended to the list): wrapped as each
+    # launch reads them, in the interpreter's GridExecutor and in a compiled kernel's run.
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    if interpreter is not None and hasattr(interpreter, "GridExecutor"):
+        grid_init = interpreter.GridExecutor.__init__
+
+        def grid_executor(self, fn, arg_names, grid, pre_run_hooks=(), *args, **kwargs):
+            grid_init(self, fn, arg_names, grid, [_as_learners(h) for h in pre_run_hooks], *args, **kwargs)
+
+        interpreter.GridExecutor.__init__ = grid_executor
+    jit = sys.modules.get("triton.runtime.jit")
+    if jit is not None and hasattr(jit.JITFunction, "run"):
+        jit_run = jit.JITFunction.run
+
+        def run(self, *args, **kwargs):
+            hooks = self.__dict__.get("pre_run_hooks")
+            if not hooks:
+                return jit_run(self, *args, **kwargs)
+            self.pre_run_hooks = [_as_learners(h) for h in hooks]
+            try:
+                return jit_run(self, *args, **kwargs)
+            finally:
+                self.pre_run_hooks = hooks
+
+        jit.JITFunction.run = run
 
 
 _BARRIERS: list = []
@@ -1506,7 +1537,10 @@ class Runner:
                 pass
         if "triton" in sys.modules:
             import triton.runtime.autotuner  # noqa: F401 - its heuristics and hooks take learner callables
+            import triton.runtime.jit  # noqa: F401 - so do a kernel's pre-run hooks
 
+            with contextlib.suppress(ImportError):
+                import triton.runtime.interpreter  # noqa: F401
             guard_triton_callbacks()
         if job.get("memtrace") and not self.gpu:
             self.load_memtrace(job["memtrace"])
