@@ -70,11 +70,8 @@ class Channel:
 
 
 def _library_file(filename: str) -> bool:
-    import sysconfig
-
-    roots = tuple(p for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
-                              sysconfig.get_paths()["platlib"], os.path.dirname(os.path.abspath(__file__))} if p)
-    return filename.startswith(roots) or filename.startswith("<frozen")
+    """A file of the standard library, of an installed package or of the grader (see _see_through)."""
+    return filename.startswith(_STDLIB + _SITE_ROOTS + _GRADER_DIRS) or filename.startswith("<frozen")
 
 
 def learner_traceback(exc: BaseException, code_ids: set) -> str:
