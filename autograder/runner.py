@@ -1312,7 +1312,8 @@ def install_triton_guard(install, sandbox: bool = True):
 
     return install(adopt=GUARD.add_code, is_learner_code=lambda code: code is not None and id(code) in GUARD.code_ids,
                    learner_frame=lambda depth: GUARD.active and GUARD.caller_is_learner(depth + 2),
-                   refuse=GUARD.refuse, learner_line=learner_line, kernel_print=_kernel_print() if sandbox else None)
+                   refuse=GUARD.refuse, learner_line=learner_line, kernel_print=_kernel_print() if sandbox else None,
+                   graded=lambda: GUARD.active)
 
 
 _LEARNER_CALLBACK = object()  # learner_callback's code below: one code object for every closure

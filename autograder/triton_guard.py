@@ -28,10 +28,12 @@ import bisect
 import numpy as np
 
 
-def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kernel_print=None):
+def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kernel_print=None, graded=lambda: True):
     """``adopt(code)``: count a code object as learner code; ``is_learner_code(code)``;
     ``learner_frame(depth)``: whether the frame ``depth`` above the caller is learner code (looking
-    through the standard library); ``refuse(what)``: the exception for a forbidden use;
+    through the standard library); ``graded()``: whether graded code is running now (its blocks'
+    text and Triton's hooks into plain Python are closed to everyone while it does);
+    ``refuse(what)``: the exception for a forbidden use;
     ``learner_line()``: the line of learner code running now; ``kernel_print``: the print kernels
     get (a sandbox's own output, which host code cannot catch as it can sys.stdout), or None."""
     import builtins
@@ -105,9 +107,12 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
         stock_patch(tensor, scope)
         shown_repr, shown_str = tensor.__repr__, tensor.__str__
 
+        # Shape only while graded code runs, whoever asks: Triton's own code formats a block for
+        # whoever holds one (a constexpr's repr, an f-string of an error), and the grader needs no
+        # block's values as text.
         def text(shown):
             def method(self):
-                if learner_frame(1):
+                if graded() or learner_frame(1):
                     shape = [getattr(d, "value", d) for d in self.shape]  # constexpr sizes, as ints
                     return f"<Triton block of {self.dtype}, shape {shape}>"
                 return shown(self)
@@ -117,6 +122,32 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
         scope.set_attr(tensor, "__str__", text(shown_str))
 
     ti._patch_lang_tensor = patch_lang_tensor
+
+    # ------------------------------------------------------------------ constexpr functions
+    # A ConstexprFunction calls plain Python from a kernel: at compile time on a GPU, but on live
+    # blocks in the interpreter. In graded code only Triton's own run (tl.cdiv's helpers and the
+    # like), however the class was reached (type() of one of Triton's) and whatever it wraps.
+    import os
+    import types
+
+    import triton
+    from triton.runtime import jit as triton_jit
+
+    constexpr_function = getattr(triton_jit, "ConstexprFunction", None)  # Triton 3.5 and later
+    triton_root = os.path.dirname(triton.__file__) + os.sep
+    if constexpr_function is not None and not getattr(constexpr_function, "_grader_checked", False):
+        stock_call = constexpr_function.__call__
+
+        def call(self, *args, **kwargs):
+            fn = vars(self).get("fn")
+            if graded() and not (type(fn) is types.FunctionType
+                                 and fn.__code__.co_filename.startswith(triton_root)):
+                raise refuse("a constexpr_function of its own (plain Python run from a kernel; a kernel "
+                             "computes with triton.language)")
+            return stock_call(self, *args, **kwargs)
+
+        constexpr_function.__call__ = call
+        constexpr_function._grader_checked = True
 
     # ------------------------------------------------------------------ memory
     raw = ti._interpreter
