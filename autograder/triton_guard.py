@@ -136,17 +136,17 @@ def install(*, adopt, is_learner_code, learner_frame, refuse, learner_line, kern
     constexpr_function = getattr(triton_jit, "ConstexprFunction", None)  # Triton 3.5 and later
     triton_root = os.path.dirname(triton.__file__) + os.sep
     if constexpr_function is not None and not getattr(constexpr_function, "_grader_checked", False):
-        stock_call = constexpr_function.__call__
+        stock_constexpr_call = constexpr_function.__call__
 
-        def call(self, *args, **kwargs):
+        def constexpr_call(self, *args, **kwargs):
             fn = vars(self).get("fn")
             if graded() and not (type(fn) is types.FunctionType
                                  and fn.__code__.co_filename.startswith(triton_root)):
                 raise refuse("a constexpr_function of its own (plain Python run from a kernel; a kernel "
                              "computes with triton.language)")
-            return stock_call(self, *args, **kwargs)
+            return stock_constexpr_call(self, *args, **kwargs)
 
-        constexpr_function.__call__ = call
+        constexpr_function.__call__ = constexpr_call
         constexpr_function._grader_checked = True
 
     # ------------------------------------------------------------------ memory
