@@ -1,4 +1,4 @@
-"""Lab 23 (custom_ops): honest mistakes in the registration (tests/submissions/custom_ops) cost the
+"""Lab 24 (custom_ops): honest mistakes in the registration (tests/submissions/custom_ops) cost the
 exercise they belong to, and the feedback says each in a sentence: which of opcheck's tests, which
 tensor, which property; never a pointer to a stack trace the learner cannot see. Graded through the
 command line in simulator mode, as an instructor would run it, on the registration exercises."""

@@ -445,7 +445,7 @@ def test_colab_gpu_runtime_gets_the_cuda_12_pieces_without_a_restart(colab_venv,
 @pytest.mark.heavy
 def test_a_learner_without_a_gpu_runs_parts_v_and_vi_after_the_pages_one_install_line(tmp_path):
     """how-to-use.md's clone line, run as the page prints it in a clone and a fresh virtual environment
-    on this machine, which has no GPU; then chapter 19 and Lab 23's student release, top to bottom, in
+    on this machine, which has no GPU; then chapter 19 and Lab 24's student release, top to bottom, in
     a kernel of that environment. One constraint is added: torch at this environment's version, so
     that pip takes the CPU build this machine's index holds (as `make setup` does) and not the
     gigabytes of PyTorch's CUDA build."""

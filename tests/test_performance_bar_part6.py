@@ -8,7 +8,7 @@ calls checked).
   4096 x 4096 x 4096.
 - The FP32 SGEMM with asynchronous copies (chapter 23) reaches 0.80 of cuBLAS FP32 at 4096^3; the
   share of Lab 7's Numba register-tiled SGEMM is printed.
-- The cluster histogram (Lab 22's reference: 65,536 bins over a cluster of 8) is timed against
+- The cluster histogram (Lab 23's reference: 65,536 bins over a cluster of 8) is timed against
   global atomics on crowded and on spread values, and the cluster row sums against row sums
   combined with global atomics; the ratios are printed.
 
@@ -158,7 +158,7 @@ def test_cluster_histogram_and_row_sums_against_global_atomics():
     print(f"cluster row sums (8 blocks per row) against global atomics: {1 / rows.ratio:.2f}x "
           f"({rows.baseline_median_s * 1e6:.0f} against {rows.median_s * 1e6:.0f} us)")
     # Where adds meet on a few bins, the cluster must beat the L2 cache's queue of atomics:
-    # Lab 22 grades the histogram there.
+    # Lab 23 grades the histogram there.
     assert 1 / crowded.ratio > 1.5
 
 

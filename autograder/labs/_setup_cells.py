@@ -3,6 +3,20 @@
 names these cells define that it can (spec.Lab.grading_setup, release.setup_names)."""
 
 SETUP_CELLS = {
+    'async_copies': (
+        'try:\n'
+        '    import course\n'
+        'except ImportError:  # on Colab: install the course, release v0.1.0\n'
+        '    %pip install -q "gpu-course @ git+https://github.com/open-gpu-course/gpu-course@v0.1.0"\n'
+        '    import course\n'
+        'MODE = course.setup()  # GPU or simulator; on Colab it also installs what is missing\n'
+        '\n'
+        'import math\n'
+        'import numpy as np\n'
+        'from autograder import checker\n'
+        '\n'
+        'check = checker("async_copies")  # on a GPU older than compute capability 8.0 it says so and checks nothing'
+    ),
     'batching': (
         'try:\n'
         '    import course\n'

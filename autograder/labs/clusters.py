@@ -105,7 +105,7 @@ def _base_row_sums(x, out):
 # --------------------------------------------------------------------------- the lab
 LAB = Lab(
     name="clusters",
-    title="Lab 22: thread-block clusters",
+    title="Lab 23: thread-block clusters",
     setup="import math\nimport numpy as np\nimport cupy as cp\n",
     exercises=(
         Exercise(

@@ -1,4 +1,4 @@
-"""Lab 23: a custom PyTorch operator. The SwiGLU gate silu(x) * g as a Triton kernel pair
+"""Lab 24: a custom PyTorch operator. The SwiGLU gate silu(x) * g as a Triton kernel pair
 (forward and backward), registered with torch.library as ``swiglu::silu_mul`` with a fake
 implementation and a backward, then used where a model uses it: eagerly, through autograd,
 under torch.compile, and inside an MLP block, where its speed is graded.
@@ -175,7 +175,7 @@ GATE_TIMING = {"rows": 4096, "cols": 8192}
 
 LAB = Lab(
     name="custom_ops",
-    title="Lab 23: A custom PyTorch operator",
+    title="Lab 24: A custom PyTorch operator",
     setup="import math\nimport numpy as np\nimport torch\nimport triton\nimport triton.language as tl\n",
     timeout_s=300.0,  # torch.compile and opcheck take seconds per case
     exercises=(
