@@ -74,6 +74,14 @@ def _library_file(filename: str) -> bool:
     return filename.startswith(_STDLIB + _SITE_ROOTS + _GRADER_DIRS) or filename.startswith("<frozen")
 
 
+def _is_learners(code) -> bool:
+    """Whether a code object is the learner's: registered as such, or in a notebook's check() (where
+    nothing is registered) made outside the libraries and the grader."""
+    if GUARD.code_ids:
+        return id(code) in GUARD.code_ids
+    return not (_library_file(code.co_filename) or code.co_filename.startswith("<grader "))
+
+
 def learner_traceback(exc: BaseException, code_ids: set) -> str:
     """The exception with only the frames in the learner's code (they cannot act on ours).
     In a notebook (no code set), the learner's frames are those outside the libraries."""
@@ -1243,7 +1251,8 @@ def entry_function(source: str, name: str, namespace: dict):
     learner's namespace. It is grader code, so the guards judge only the learner code it calls.
     It is handed ``learner_traceback``: an exception with the learner's lines only."""
     module = _grader_module(source, f"entry_{name}",
-                            {"learner_traceback": lambda exc: learner_traceback(exc, GUARD.code_ids)})
+                            {"learner_traceback": lambda exc: learner_traceback(exc, GUARD.code_ids),
+                             "learner_code": _is_learners})
     verdict = module.get("OperatorProblem")
     if isinstance(verdict, type) and all(verdict is not v for v in ENTRY_VERDICTS):
         ENTRY_VERDICTS.append(verdict)

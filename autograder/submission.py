@@ -701,6 +701,11 @@ DYNAMIC_MODULES = {"importlib", "ctypes", "_ctypes", "gc", "sys", "inspect", "bu
 # reached that way as well as imported. (Not names as common as a module's types, code or string.)
 MODULE_ATTRIBUTES = DYNAMIC_MODULES - {"types", "code", "string", "signal", "socket", "logging", "timeit",
                                        "concurrent", "course"}
+# The labs' libraries, reached as another module's attribute (torch.library.torch is torch itself,
+# triton.runtime.interpreter.np is NumPy): under the name of an allowed module, a forbidden one. Graded
+# code imports a library under its own name, where the exercise's rules see it.
+HELD_LIBRARIES = {"torch", "triton", "numba", "numpy", "np", "cupy", "cupyx", "scipy", "llvmlite", "jax",
+                  "tensorflow", "pandas"}
 # Attributes that reach stack frames, code and closures (and from there, everything).
 INTROSPECTION = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
                  "gi_code", "cr_frame", "ag_frame", "cell_contents", "co_consts", "co_code"}
@@ -717,8 +722,8 @@ def _module_problem(dotted: str) -> bool:
     if dotted == "__future__":
         return False
     parts = dotted.split(".")
-    return parts[0] in DYNAMIC_MODULES or any(p in MODULE_ATTRIBUTES or p in LIBRARY_INTERNALS or p.startswith("_")
-                                              for p in parts[1:]) or parts[0].startswith("_")
+    return parts[0] in DYNAMIC_MODULES or any(p in MODULE_ATTRIBUTES or p in LIBRARY_INTERNALS or p in HELD_LIBRARIES
+                                              or p.startswith("_") for p in parts[1:]) or parts[0].startswith("_")
 
 
 DUNDERS_ALLOWED = {"__init__", "__name__", "__doc__", "__len__", "__call__", "__repr__", "__str__"}
@@ -733,6 +738,8 @@ def _attribute_problem(attr: str, private_ok: bool = False) -> str:
         return f".{attr}"
     if attr in MODULE_ATTRIBUTES or attr in LIBRARY_INTERNALS:
         return f".{attr}, a module graded code may not use"
+    if attr in HELD_LIBRARIES:
+        return f".{attr}, a module held by another module (import a library under its own name)"
     if attr.startswith("_") and not attr.startswith("__") and not private_ok:
         return f".{attr}, a private attribute"
     return ""
@@ -771,7 +778,8 @@ def _construct_problems(node: ast.AST, prog: Program, match_args_ok: set[int]) -
         # dunders and private names are no library API (the private ones read attributes for their caller)
         return found + [f"from {(node.module or '')[:80]} import {a.name[:80]}" for a in node.names
                         if a.name.startswith("_") and a.name not in DUNDERS_ALLOWED
-                        or a.name in LIBRARY_INTERNALS or a.name in MODULE_ATTRIBUTES]  # from dataclasses import inspect
+                        or a.name in LIBRARY_INTERNALS or a.name in MODULE_ATTRIBUTES  # from dataclasses import inspect
+                        or a.name in HELD_LIBRARIES and node.module]  # from torch.library import torch
     found = []
     if isinstance(node, ast.Attribute):
         owner = node.value.id if isinstance(node.value, ast.Name) else ""

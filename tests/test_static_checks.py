@@ -501,3 +501,11 @@ def test_modules_held_as_another_modules_attributes_are_refused_too(code):
 
 def test_common_attribute_names_that_are_also_modules_stay_allowed():
     assert problems("from numba import types\nimport numba\ndef f(e):\n    return numba.types.float32, e.code\n") == []
+
+
+def test_a_library_held_by_another_module_is_refused():
+    """torch.library.torch is torch itself: under an allowed name (torch.library.*), every forbidden one."""
+    for code in ("import torch\nT = torch.library.torch\n", "from torch.library import torch as T\n",
+                 "import triton.runtime.interpreter as ti\nnp = ti.np\n", "def f(t):\n    return t.numpy()\n"):
+        assert any("module held by another module" in p or "import torch" in p for p in problems(code)), code
+    assert not problems("import torch\nimport numpy as np\nfrom numba import cuda\nx = np.random.rand(3)\n")

@@ -15,10 +15,12 @@ process, against its float64 reference: nothing here knows them.
 """
 import os
 import re
+import types
 
 import torch
 import torch.overrides
 import torch.testing._internal.optests  # noqa: F401 - what opcheck calls: loaded (and sealed) before learner code
+from torch._library.custom_ops import _maybe_get_opdef
 from torch.autograd import grad as autograd_grad
 from torch.library import opcheck
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -28,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 # does not replace them here.
 torch_compile = torch.compile
 TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+CUSTOM_OP_MACHINERY = os.path.join(TORCH_DIR, "_library") + os.sep  # where custom_op registers its kernels from
 
 NAMESPACE, NAME = "swiglu", "silu_mul"
 QUALNAME = f"{NAMESPACE}::{NAME}"
@@ -69,7 +72,56 @@ def registered_op():
     if not isinstance(packet, torch._ops.OpOverloadPacket):
         raise OperatorProblem(f"no operator {QUALNAME} is registered: decorate your function with "
                               f'@torch.library.custom_op("{QUALNAME}", mutates_args=())')
+    problem = registration_problem()
+    if problem:
+        raise OperatorProblem(problem)
     return packet
+
+
+def learners_function(fn, depth: int = 0) -> bool:
+    """Whether ``fn`` is a Python function of the learner's, or torch's own wrapper around one
+    (register_kernel keeps a wrapper that picks the kernel; torch._disable_dynamo wraps it again)."""
+    if not isinstance(fn, types.FunctionType):
+        return False
+    if learner_code(fn.__code__):
+        return True
+    if depth < 4 and fn.__code__.co_filename.startswith(TORCH_DIR):
+        inner = vars(fn).get("__wrapped__")
+        if inner is None and "fn" in fn.__code__.co_freevars:
+            try:
+                inner = fn.__closure__[fn.__code__.co_freevars.index("fn")].cell_contents
+            except ValueError:  # an empty cell
+                inner = None
+        return inner is not None and learners_function(inner, depth + 1)
+    return False
+
+
+def registration_problem() -> str:
+    """'' if the operator is a torch.library.custom_op whose functions that see real tensors (its
+    kernels, its backward and what saves for it, its vmap and dispatch rules) are all the learner's own
+    Python; else what is not. Default deny: a kernel given to the dispatcher another way (a Library's
+    impl for another dispatch key, a torch.fx GraphModule, a library function) runs with no learner
+    frame on the stack, where the guards would take its tensor maths for torch's own."""
+    how = f'@torch.library.custom_op("{QUALNAME}", mutates_args=()) on a function of your own'
+    opdef = _maybe_get_opdef(QUALNAME)
+    if opdef is None:
+        return f"{QUALNAME} was not made with torch.library.custom_op: define it with {how}"
+    foreign = [line.split(":", 1)[0] for line in torch._C._dispatch_dump(QUALNAME).splitlines()
+               if ": registered at " in line and not line.startswith("debug:")
+               and not line.split(": registered at ", 1)[1].startswith(CUSTOM_OP_MACHINERY)]
+    if foreign:
+        return (f"{QUALNAME} has kernels registered outside torch.library.custom_op's own (for "
+                f"{', '.join(foreign[:3])}): give the operator its kernel with {how}, and its other "
+                "parts with register_kernel, register_autograd and register_fake")
+    seen = {"the operator's function": opdef._init_fn, "its backward": opdef._backward_fn,
+            "its setup_context": opdef._setup_context_fn, "its vmap rule": opdef._vmap_fn,
+            **{f"its kernel for {d}": f for d, f in opdef._backend_fns.items()},
+            **{f"its rule for {getattr(t, '__name__', t)}": f for t, f in opdef._torch_dispatch_fns.items()}}
+    for what, fn in seen.items():
+        if fn is not None and not learners_function(fn):
+            return (f"{what} is {type(fn).__name__} {getattr(fn, '__qualname__', '')!s:.60}, not a function "
+                    f"of your own: register a Python function that launches your Triton kernel")
+    return ""
 
 
 def same_layout(y, out, what: str) -> None:
