@@ -9,17 +9,18 @@ TORCH  ?= torch==2.13.0
 
 setup: $(VENV)/.installed
 
+# The system's packages (Chromium, bubblewrap) install beside pip's, in one shell: on a clean machine
+# both wait mostly on downloads. pip compiles on one core; compileall on all of them. A sandboxed
+# runner cannot write .pyc files, so they must exist before the first grading. Some packages ship
+# files that do not compile (pip skips those too): their errors are not ours.
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q --no-compile "$(TORCH)"
-	$(BIN)/python -m pip install -q --no-compile -e ".[dev]"
-	@# pip compiles on one core; compileall on all of them. A sandboxed runner cannot write .pyc files,
-	@# so they must exist before the first grading. Some packages ship files that do not compile (pip
-	@# skips those too): their errors are not ours.
-	-$(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1
-	@bash .ci/install-browser
-	@bash .ci/install-sandbox
+	@{ bash .ci/install-browser; bash .ci/install-sandbox; } & system=$$!; \
+	$(PYTHON) -m venv $(VENV) && \
+	$(BIN)/python -m pip install -q --upgrade pip && \
+	$(BIN)/python -m pip install -q --no-compile "$(TORCH)" && \
+	$(BIN)/python -m pip install -q --no-compile -e ".[dev]" && \
+	{ $(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1; true; }; \
+	pip=$$?; wait $$system; exit $$pip
 	touch $@
 
 site: setup
@@ -38,7 +39,8 @@ serve: site
 # its own summary; `make test` fails if either fails.
 test: setup
 	$(BIN)/python -m pytest -p no:randomly -q -n 3 -m "not whole_machine and not heavy"
-	$(BIN)/python -m pytest -p no:randomly -q -m "whole_machine and not heavy"
+	$(BIN)/python -m pytest -p no:randomly -q -m "whole_machine and not heavy" \
+		$$($(BIN)/python -c 'import conftest; print(*conftest.WHOLE_MACHINE_FILES)')
 
 # On a GPU machine: every notebook with 15 GB of GPU memory free, and the GPU-only tests; no site or browser.
 gpu-test:  # also: .ci/gpu-suite WHEELHOUSE on an offline node

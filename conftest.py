@@ -60,6 +60,9 @@ def pytest_xdist_make_scheduler(config, log):
 # Fixtures that look at the whole machine (every process, /tmp) before and after grading: tests using
 # them run on their own, after the parallel run, where no other test's processes or files can show.
 WHOLE_MACHINE_FIXTURES = {"machine", "planted"}
+# The files that hold them: `make test` collects only these for its second run (collecting every
+# file again would cost it seconds alone on the machine). A whole-machine test elsewhere is an error.
+WHOLE_MACHINE_FILES = ("tests/test_attacks.py", "tests/test_workers.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -71,6 +74,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if WHOLE_MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.whole_machine)
+        if "whole_machine" in item.keywords and Path(str(item.fspath)).relative_to(ROOT).as_posix() \
+                not in WHOLE_MACHINE_FILES:
+            raise pytest.UsageError(f"{item.nodeid} looks at the whole machine: add its file to "
+                                    "conftest.WHOLE_MACHINE_FILES, which `make test` runs alone")
         if getattr(item, "cell", None) is not None:  # an nbval notebook cell: %%gpu cells skip themselves
             continue
         if "gpu" in item.keywords and not GPU:
