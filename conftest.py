@@ -97,3 +97,25 @@ def pytest_ignore_collect(collection_path, config):
     if len(parts) == 3 and parts[0] == "labs" and rel.suffix == ".ipynb":
         return True
     return None
+
+
+# One folder per test run where nvcc's results are remembered (course.cuda_tools.nvcc): the chapters,
+# the labs and the compile tests build many of the same sources with the same flags. Made by the
+# first process (pytest-xdist's workers and the notebooks' kernels inherit it), removed at its end.
+_NVCC_MEMO: list[str] = []
+
+
+def pytest_configure(config):
+    if not os.environ.get("COURSE_NVCC_MEMO"):
+        import tempfile
+
+        _NVCC_MEMO.append(tempfile.mkdtemp(prefix="gpu-course-nvcc-"))
+        os.environ["COURSE_NVCC_MEMO"] = _NVCC_MEMO[0]
+
+
+def pytest_unconfigure(config):
+    if _NVCC_MEMO:
+        import shutil
+
+        shutil.rmtree(_NVCC_MEMO.pop(), ignore_errors=True)
+        os.environ.pop("COURSE_NVCC_MEMO", None)
