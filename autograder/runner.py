@@ -176,14 +176,26 @@ class Guard:
             f = sys._getframe(depth)
         except ValueError:
             return False
+        code_ids, library_acts = self.code_ids, self.library_acts
+        # Whether each code object acts for its caller, remembered: libraries make reflection calls from
+        # deep stacks (jinja2 compiling torch's templates), and each call walks them.
+        acts = _ACTS_FOR_CALLER.get(transparent)
+        if acts is None:
+            acts = _ACTS_FOR_CALLER[transparent] = {}
         # the guard's own stand-ins (a wrapped numpy.array that NumPy calls) act for their caller too
-        while f is not None and id(f.f_code) not in self.code_ids and (
-                _acts_for_caller(f.f_code, transparent) or
-                (through_runner and f.f_code.co_filename == _RUNNER_FILE)):
-            if f.f_code.co_name == "<module>" or id(f.f_code) in self.library_acts:
+        while f is not None:
+            code = f.f_code
+            if id(code) in code_ids:
+                return True
+            through = acts.get(code)
+            if through is None:
+                through = acts[code] = _acts_for_caller(code, transparent)
+            if not (through or through_runner and code.co_filename == _RUNNER_FILE):
+                return False
+            if code.co_name == "<module>" or id(code) in library_acts:
                 return False  # a module of the library being imported: what it does is its own
             f = f.f_back
-        return f is not None and id(f.f_code) in self.code_ids
+        return False
 
     def denied(self, full: str) -> bool:
         import fnmatch
@@ -294,9 +306,26 @@ def _acts_for_caller(code, packages=None) -> bool:
     return id(code) not in _GRADER_CODE.ids and _see_through(code.co_filename, packages)
 
 
+_ACTS_FOR_CALLER: dict = {}  # packages looked through -> {code object: _acts_for_caller(code)}
+_SEEN_THROUGH: dict = {}  # (file name, packages) -> _see_through's answer: the guards ask on every frame they walk
+
+
 def _see_through(filename: str, packages=None) -> bool:
     """A frame that acts for its caller: of the standard library, of code made at run time, of an
-    installed package not in _TRUSTED_PACKAGES, or of one of ``packages`` (trusted or not)."""
+    installed package not in _TRUSTED_PACKAGES, or of one of ``packages`` (trusted or not). The answer
+    depends on the file alone, and libraries walk deep stacks of reflection calls (jinja2 compiling
+    torch's templates), so it is remembered."""
+    key = (filename, packages)
+    try:
+        return _SEEN_THROUGH[key]
+    except KeyError:
+        found = _SEEN_THROUGH[key] = _file_sees_through(filename, packages)
+        return found
+    except TypeError:  # packages given as a set or list
+        return _file_sees_through(filename, packages)
+
+
+def _file_sees_through(filename: str, packages=None) -> bool:
     if filename.startswith("<frozen"):
         return True
     for root in _SITE_ROOTS:  # before the standard library's: a system Python's site-packages lies inside it
