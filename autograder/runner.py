@@ -74,11 +74,13 @@ def _library_file(filename: str) -> bool:
     return filename.startswith(_STDLIB + _SITE_ROOTS + _GRADER_DIRS) or filename.startswith("<frozen")
 
 
-def _is_learners(code) -> bool:
-    """Whether a code object is the learner's: registered as such, or in a notebook's check() (where
-    nothing is registered) made outside the libraries and the grader."""
-    if GUARD.code_ids:
-        return id(code) in GUARD.code_ids
+def _is_learners(code, code_ids=None) -> bool:
+    """Whether a code object is the learner's: registered as such (in ``code_ids``, by default the
+    guard's), or in a notebook's check() (where nothing is registered) made outside the libraries and
+    the grader (whose modules, sent as source, are "<grader ...>")."""
+    code_ids = GUARD.code_ids if code_ids is None else code_ids
+    if code_ids:
+        return id(code) in code_ids
     return not (_library_file(code.co_filename) or code.co_filename.startswith("<grader "))
 
 
@@ -88,10 +90,7 @@ def learner_traceback(exc: BaseException, code_ids: set) -> str:
     frames = []
     tb = exc.__traceback__
     while tb is not None:
-        code = tb.tb_frame.f_code
-        # the grader's own modules (sent as source: "<grader ...>") are never the learner's frames
-        if (id(code) in code_ids) if code_ids else not (_library_file(code.co_filename)
-                                                         or code.co_filename.startswith("<grader ")):
+        if _is_learners(tb.tb_frame.f_code, code_ids):
             frames.append(tb)
         tb = tb.tb_next
     lines = []
